@@ -1,0 +1,1 @@
+"""LLM policy, rollouts through the env loop, GRPO and PPO trainers."""

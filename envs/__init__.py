@@ -1,0 +1,1 @@
+"""Environment families: math, and (as issues land) RAG support and tool use."""

@@ -1,0 +1,158 @@
+"""Answer extraction and equivalence checking for math answers.
+
+Extraction: the last ``\\boxed{...}`` (or ``\\fbox{...}``) with balanced braces; if there is
+none, the documented fallback is the last number in the reply (``fallback="last_number"``) or
+nothing (``fallback="none"``). Which rule fired is reported as ``extraction`` =
+``"boxed" | "last_number" | "none"``.
+
+Equivalence: exact string match after light normalisation, then an exact rational comparison
+when both sides are plain numbers (fast and exact), then math-verify for everything else.
+math-verify's own timeouts use ``signal.alarm``, which only works on the main thread; off the
+main thread (threads, some vector-env workers) the check runs in a worker process that is
+killed at the time limit, so a step can never hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from rubricgym.timeouts import WorkerTimeout, shared_worker
+
+# math-verify logs every timeout with the whole input (megabytes for hostile replies); the
+# outcome is already reported as "not equivalent", so keep its warnings out of the logs.
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+BOXED_COMMANDS = ("\\boxed", "\\fbox")
+NUMBER_PATTERN = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?$")
+THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+#: Longer extracted answers are not sent to math-verify (no reference answer is this long).
+MAX_ANSWER_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The answer taken from a reply, and which rule found it."""
+
+    answer: str | None
+    method: str  # "boxed", "last_number" or "none"
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` / ``\\fbox{...}`` in ``text`` (balanced braces).
+
+    Example:
+        >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and finally \\boxed{\\{1, 2\\}}")
+        '\\\\{1, 2\\\\}'
+    """
+    start = max(text.rfind(cmd) for cmd in BOXED_COMMANDS)
+    while start != -1:
+        brace = text.find("{", start)
+        if brace != -1 and text[start:brace].strip() in BOXED_COMMANDS:
+            depth = 0
+            for i in range(brace, len(text)):
+                char = text[i]
+                if char == "\\":
+                    continue
+                if char == "{" and text[i - 1] != "\\":
+                    depth += 1
+                elif char == "}" and text[i - 1] != "\\":
+                    depth -= 1
+                    if depth == 0:
+                        return text[brace + 1 : i].strip()
+        # unbalanced or not a real \boxed{: look further left
+        start = max(text.rfind(cmd, 0, start) for cmd in BOXED_COMMANDS)
+    return None
+
+
+def extract_answer(text: str, fallback: str = "last_number") -> Extraction:
+    """Take the final answer out of a reply.
+
+    Example:
+        >>> extract_answer(r"7 + 5 = 12, so \\boxed{12}")
+        Extraction(answer='12', method='boxed')
+        >>> extract_answer("I think it is 12.")
+        Extraction(answer='12', method='last_number')
+    """
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return Extraction(boxed, "boxed")
+    if fallback == "last_number":
+        numbers = NUMBER_PATTERN.findall(text)
+        if numbers:
+            return Extraction(numbers[-1].rstrip(".,"), "last_number")
+    elif fallback != "none":
+        raise ValueError(f"fallback must be 'last_number' or 'none', got {fallback!r}")
+    return Extraction(None, "none")
+
+
+def _normalise(answer: str) -> str:
+    answer = answer.strip().strip("$").strip()
+    answer = re.sub(r"\\text\{\s*([^{}]*?)\s*\}", r"\1", answer)
+    answer = re.sub(r"\\(?:left|right|displaystyle|!|,|;|:)", "", answer)
+    answer = answer.replace("dfrac", "frac").replace("tfrac", "frac")
+    answer = re.sub(r"\s+", "", answer).rstrip(".")
+    if THOUSANDS.match(answer):
+        answer = answer.replace(",", "")
+    return answer.lower()
+
+
+def _as_fraction(answer: str) -> Fraction | None:
+    if PLAIN_NUMBER.match(answer):
+        try:
+            return Fraction(answer)
+        except (ValueError, ZeroDivisionError):
+            return None
+    return None
+
+
+def _math_verify(gold: str, predicted: str, timeout_s: int | None) -> bool:
+    from math_verify import parse, verify
+
+    gold_parsed = parse("\\boxed{" + gold + "}", parsing_timeout=timeout_s)
+    predicted_parsed = parse("\\boxed{" + predicted + "}", parsing_timeout=timeout_s)
+    if not gold_parsed or not predicted_parsed:
+        return False
+    return bool(verify(gold_parsed, predicted_parsed, timeout_seconds=timeout_s))
+
+
+def _math_verify_unbounded(gold: str, predicted: str) -> bool:
+    """Worker-process entry: math-verify with its signal timeouts off (the worker is killed)."""
+    return _math_verify(gold, predicted, None)
+
+
+@lru_cache(maxsize=65_536)
+def answers_match(gold: str, predicted: str, timeout_s: float = 3.0) -> bool:
+    """Whether ``predicted`` is mathematically equivalent to ``gold``, decided within ``timeout_s``.
+
+    A check that runs out of time counts as not equivalent (and is not a crash).
+
+    Example:
+        >>> answers_match("\\\\frac{1}{2}", "0.5"), answers_match("204", "205")
+        (True, False)
+    """
+    gold_norm, predicted_norm = _normalise(gold), _normalise(predicted)
+    if gold_norm == predicted_norm:
+        return True
+    gold_number, predicted_number = _as_fraction(gold_norm), _as_fraction(predicted_norm)
+    if gold_number is not None and predicted_number is not None:
+        return gold_number == predicted_number
+    if len(predicted) > MAX_ANSWER_CHARS:
+        return False
+    if threading.current_thread() is threading.main_thread():
+        try:
+            # three signal-timed phases (two parses, one verify) share the budget
+            return _math_verify(gold, predicted, max(1, int(timeout_s / 3)))
+        except Exception:  # math-verify's own timeout and parser errors: not equivalent
+            return False
+    try:
+        return shared_worker().call(_math_verify_unbounded, (gold, predicted), timeout=timeout_s)
+    except WorkerTimeout:
+        return False
+    except Exception:
+        return False

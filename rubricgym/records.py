@@ -1,0 +1,156 @@
+"""Transition, trajectory and group records: what every env, wrapper and trainer exchanges.
+
+All three are pydantic models, so ``model_dump_json()`` / ``model_validate_json()`` give a
+lossless JSON round trip (numpy values in ``info`` are converted to plain Python first).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field, field_validator
+
+Message = dict[str, Any]
+Action = str | dict[str, Any]
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert numpy scalars / arrays and tuples nested in ``value`` to JSON-friendly Python."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return to_jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+class Transition(BaseModel):
+    """One (S, A, R, S') step of one episode."""
+
+    obs: list[Message]
+    action: Action | None
+    reward: float
+    next_obs: list[Message]
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("info", mode="before")
+    @classmethod
+    def _jsonable_info(cls, value: Any) -> Any:
+        return to_jsonable(value)
+
+
+class Trajectory(BaseModel):
+    """One episode: its chat messages, transitions, final reward and where the reward came from.
+
+    ``reward`` is the episode's scalar return; ``reward_components`` keeps every source (env
+    outcome, judge score, rubric reward ...) so that no wrapper's combination loses the others.
+    """
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    task_id: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    transitions: list[Transition] = Field(default_factory=list)
+    reward: float = 0.0
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    terminated: bool = False
+    truncated: bool = False
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _jsonable_metadata(cls, value: Any) -> Any:
+        return to_jsonable(value)
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    @property
+    def system_prompt(self) -> str | None:
+        for message in self.messages:
+            if message.get("role") == "system":
+                return message.get("content")
+        return None
+
+
+class Group(BaseModel):
+    """The N trajectories of one scenario (same task id), judged relative to each other."""
+
+    task_id: str | None = None
+    trajectories: list[Trajectory] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _jsonable_metadata(cls, value: Any) -> Any:
+        return to_jsonable(value)
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+
+class TrajectoryRecorder:
+    """Builds a :class:`Trajectory` from the reset / step results of one env.
+
+    Example:
+        >>> recorder = TrajectoryRecorder()
+        >>> recorder.start([{"role": "user", "content": "2+2?"}], {"task_id": "t1"})
+        >>> recorder.add("\\\\boxed{4}", 1.0, [{"role": "user", "content": "2+2?"},
+        ...     {"role": "assistant", "content": "\\\\boxed{4}"}], True, False,
+        ...     {"reward_components": {"outcome": 1.0}})
+        >>> recorder.trajectory.reward, recorder.trajectory.task_id
+        (1.0, 't1')
+    """
+
+    #: info keys copied into each transition (the rest, e.g. gold answers, stay in metadata).
+    INFO_KEYS = ("reward_components", "error", "extraction", "extracted_answer", "correct", "role", "turn")
+
+    def __init__(self) -> None:
+        self.trajectory = Trajectory()
+
+    def start(self, obs: list[Message], info: dict[str, Any]) -> None:
+        self.trajectory = Trajectory(
+            task_id=None if info.get("task_id") is None else str(info.get("task_id")),
+            messages=list(obs),
+            metadata={k: v for k, v in info.items() if k in ("system_prompt", "answer", "problem", "tools", "level")},
+        )
+
+    def add(
+        self,
+        action: Action | None,
+        reward: float,
+        next_obs: list[Message],
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any],
+    ) -> None:
+        traj = self.trajectory
+        traj.transitions.append(
+            Transition(
+                obs=traj.messages,
+                action=action if isinstance(action, (str, dict)) else repr(action),
+                reward=float(reward),
+                next_obs=list(next_obs),
+                terminated=bool(terminated),
+                truncated=bool(truncated),
+                info={k: info[k] for k in self.INFO_KEYS if k in info},
+            )
+        )
+        traj.messages = list(next_obs)
+        traj.reward += float(reward)
+        traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+        components = info.get("reward_components")
+        if components:
+            traj.reward_components.update({k: float(v) for k, v in components.items()})

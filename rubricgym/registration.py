@@ -1,0 +1,49 @@
+"""Registered environment ids: ``gym.make(id)`` for one env, ``gym.make_vec(id, ...)`` for groups.
+
+Each id is a base env plus a documented stack of wrappers. The entry points are strings or
+lazy callables, so importing the kernel imports no env family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    id: str
+    entry_point: str
+    summary: str
+
+
+ENVS: list[EnvInfo] = [
+    EnvInfo("Math-v0", "rubricgym.envs.math:MathEnv",
+            "math problems (built-in generator, GSM8K, MATH-500, AIME, DAPO); verified \\boxed{} answer, +1/-1; tools=['calculator'] for multi-turn"),
+]
+
+
+class GroupVectorEntryPoint:
+    """``gym.make_vec(id, num_envs=..., group_size=...)``: the group vector env of ``id``."""
+
+    def __init__(self, env_id: str):
+        self.env_id = env_id
+
+    def __call__(self, num_envs: int = 1, group_size: int = 1, **kwargs: Any):
+        from rubricgym.wrappers.group import make_group_vector_env  # lazy: the kernel imports no wrappers
+
+        return make_group_vector_env(self.env_id, num_envs=num_envs, group_size=group_size, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"GroupVectorEntryPoint({self.env_id!r})"
+
+
+def register_envs() -> None:
+    """Register every rubricgym id with Gymnasium (idempotent)."""
+    for env in ENVS:
+        if env.id in gym.registry:
+            continue
+        gym.register(id=env.id, entry_point=env.entry_point, vector_entry_point=GroupVectorEntryPoint(env.id),
+                     disable_env_checker=False)

@@ -1,0 +1,143 @@
+"""Observation and action spaces for text agents.
+
+Gymnasium's :class:`~gymnasium.spaces.Text` accepts only its charset (letters and digits by
+default) and at least one character, which rejects most real model output. These spaces accept
+any Unicode text, the empty string included, and any well-formed OpenAI-style chat.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+#: Characters used when *sampling* text (any Unicode is *accepted*). Includes whitespace,
+#: punctuation, LaTeX specials, accents, CJK and an emoji so random tests touch real variety.
+SAMPLE_CHARSET = string.printable + "éüßπ∑√≤≥→中文한국어🙂"
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+class UnicodeText(spaces.Text):
+    """A :class:`gymnasium.spaces.Text` that contains any ``str`` of bounded length.
+
+    Example:
+        >>> space = UnicodeText(max_length=100)
+        >>> space.contains("∫ x dx = x²/2 + C"), space.contains("")
+        (True, True)
+    """
+
+    def __init__(self, max_length: int = 1_000_000, *, min_length: int = 0, seed: Any = None):
+        super().__init__(max_length=max_length, min_length=min_length, charset=SAMPLE_CHARSET, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        # Keep samples short: a sampled 1 MB string would make every smoke test slow.
+        length = int(self.np_random.integers(self.min_length, min(self.max_length, 64) + 1))
+        chars = self.np_random.choice(np.array(list(SAMPLE_CHARSET)), size=length)
+        return "".join(chars.tolist())
+
+    def __repr__(self) -> str:
+        return f"UnicodeText({self.min_length}, {self.max_length})"
+
+
+def is_message(message: Any) -> bool:
+    """Whether ``message`` is a well-formed OpenAI-style chat message dict."""
+    if not isinstance(message, dict) or message.get("role") not in ROLES:
+        return False
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        return False
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None:
+        if message["role"] != "assistant" or not isinstance(tool_calls, list):
+            return False
+        if not all(isinstance(call, dict) for call in tool_calls):
+            return False
+    if content is None and not tool_calls:
+        return False
+    return True
+
+
+class ChatSpace(spaces.Space):
+    """Space of chat conversations: lists of ``{"role", "content", ...}`` dicts (OpenAI format).
+
+    Example:
+        >>> space = ChatSpace()
+        >>> space.contains([{"role": "user", "content": "What is 2 + 2?"}])
+        True
+    """
+
+    def __init__(self, max_messages: int = 10_000, seed: Any = None):
+        self.max_messages = max_messages
+        self._text = UnicodeText()
+        super().__init__(shape=None, dtype=None, seed=seed)
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def seed(self, seed: Any = None) -> Any:
+        result = super().seed(seed)
+        self._text.seed(int(self.np_random.integers(2**31)))
+        return result
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, list) and len(x) <= self.max_messages and all(is_message(m) for m in x)
+
+    def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
+        n = int(self.np_random.integers(1, 4))
+        roles = ["system", "user", "assistant"]
+        return [{"role": roles[i % 3], "content": self._text.sample()} for i in range(n)]
+
+    def __eq__(self, other: Any) -> bool:
+        # Vector envs compare sub-env spaces; without __eq__ they refuse them as different.
+        return isinstance(other, ChatSpace) and other.max_messages == self.max_messages
+
+    def __repr__(self) -> str:
+        return f"ChatSpace(max_messages={self.max_messages})"
+
+
+class AssistantReplySpace(spaces.Space):
+    """Space of agent actions: a reply string, or an assistant message dict with ``tool_calls``.
+
+    Example:
+        >>> space = AssistantReplySpace()
+        >>> space.contains("The answer is \\\\boxed{4}.")
+        True
+        >>> space.contains({"role": "assistant", "content": None, "tool_calls": [
+        ...     {"id": "1", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}]})
+        True
+    """
+
+    def __init__(self, max_length: int = 1_000_000, seed: Any = None):
+        self.max_length = max_length
+        self._text = UnicodeText(max_length=max_length)
+        super().__init__(shape=None, dtype=None, seed=seed)
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def seed(self, seed: Any = None) -> Any:
+        result = super().seed(seed)
+        self._text.seed(int(self.np_random.integers(2**31)))
+        return result
+
+    def contains(self, x: Any) -> bool:
+        if isinstance(x, str):
+            return len(x) <= self.max_length
+        return isinstance(x, dict) and x.get("role") == "assistant" and is_message(x)
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        return self._text.sample()
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, AssistantReplySpace) and other.max_length == self.max_length
+
+    def __repr__(self) -> str:
+        return f"AssistantReplySpace(max_length={self.max_length})"

@@ -1,0 +1,295 @@
+"""Tool calls shared by every environment: parsing agent actions, schemas, safe execution.
+
+Two forms of tool call are understood:
+
+* OpenAI style: an assistant message dict with ``tool_calls`` (``function.arguments`` a JSON
+  string or already a dict);
+* the common text form many chat templates emit:
+  ``<tool_call>{"name": "calculator", "arguments": {"expression": "2+2"}}</tool_call>``.
+
+A malformed call never raises: :func:`parse_action` returns the problems in
+``ParsedAction.errors`` so that the env can show them to the agent as an error observation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel, Field, ValidationError
+
+TOOL_CALL_PATTERN = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+@dataclass
+class ToolCall:
+    """One parsed call: ``name`` and decoded ``arguments``."""
+
+    name: str
+    arguments: dict[str, Any]
+    id: str = field(default_factory=lambda: "call_" + uuid.uuid4().hex[:8])
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
+        }
+
+
+@dataclass
+class ParsedAction:
+    """An agent action split into its text, its well-formed tool calls and the problems found."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    #: a problem with the action as a whole (wrong type, too long): nothing in it can be used.
+    invalid: str | None = None
+
+    @property
+    def wants_tools(self) -> bool:
+        """Whether the agent tried to call a tool (well-formed or not)."""
+        return bool(self.tool_calls or self.errors)
+
+    def assistant_message(self) -> dict[str, Any]:
+        """The action as the assistant message appended to the conversation."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return message
+
+
+def _decode_call(raw: Any, where: str) -> ToolCall | str:
+    """Decode one call object into a ToolCall, or return an error message."""
+    if isinstance(raw, dict) and isinstance(raw.get("function"), dict):  # OpenAI shape
+        call_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+        raw = {**raw["function"], **({"id": call_id} if call_id else {})}
+    if not isinstance(raw, dict):
+        return f"{where}: a tool call must be a JSON object with 'name' and 'arguments', got {type(raw).__name__}"
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        return f"{where}: the tool call has no 'name' string"
+    arguments = raw.get("arguments", raw.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as err:
+            return f"{where}: arguments of '{name}' are not valid JSON ({err.msg} at position {err.pos})"
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return f"{where}: arguments of '{name}' must be a JSON object, got {type(arguments).__name__}"
+    call = ToolCall(name=name, arguments=arguments)
+    if isinstance(raw.get("id"), str) and raw["id"]:
+        call.id = raw["id"]
+    return call
+
+
+def parse_action(action: Any, max_chars: int = 1_000_000) -> ParsedAction:
+    """Split an agent action (reply string or assistant message dict) into text and tool calls.
+
+    Example:
+        >>> parsed = parse_action('<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>')
+        >>> parsed.tool_calls[0].name, parsed.tool_calls[0].arguments
+        ('calculator', {'expression': '6*7'})
+        >>> parse_action('<tool_call>{"name": oops}</tool_call>').errors[0][:40]
+        'tool call 1: not valid JSON (Expecting v'
+    """
+    if isinstance(action, dict):
+        if action.get("role", "assistant") != "assistant":
+            return ParsedAction("", invalid=f"an action dict must be an assistant message, got role {action.get('role')!r}")
+        content = action.get("content")
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            return ParsedAction("", invalid=f"the action's content must be a string or null, got {type(content).__name__}")
+        raw_calls = action.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            return ParsedAction(content, invalid=f"'tool_calls' must be a list, got {type(raw_calls).__name__}")
+        parsed = _parse_text(content, max_chars)
+        for index, raw in enumerate(raw_calls, start=1):
+            decoded = _decode_call(raw, f"tool_calls[{index - 1}]")
+            (parsed.tool_calls if isinstance(decoded, ToolCall) else parsed.errors).append(decoded)
+        return parsed
+    if isinstance(action, str):
+        return _parse_text(action, max_chars)
+    return ParsedAction(
+        "",
+        invalid=f"an action must be a reply string or an assistant message dict, got {type(action).__name__}",
+    )
+
+
+def _parse_text(text: str, max_chars: int) -> ParsedAction:
+    if len(text) > max_chars:
+        return ParsedAction(text[:200], invalid=f"the reply has {len(text):,} characters, over the limit of {max_chars:,}")
+    parsed = ParsedAction(text)
+    if "<tool_call>" not in text:
+        return parsed
+    for index, match in enumerate(TOOL_CALL_PATTERN.finditer(text), start=1):
+        body = match.group(1).strip()
+        try:
+            raw = json.loads(body)
+        except json.JSONDecodeError as err:
+            parsed.errors.append(f"tool call {index}: not valid JSON ({err.msg} at position {err.pos})")
+            continue
+        decoded = _decode_call(raw, f"tool call {index}")
+        (parsed.tool_calls if isinstance(decoded, ToolCall) else parsed.errors).append(decoded)
+    if text.count("<tool_call>") > text.count("</tool_call>"):
+        parsed.errors.append("a <tool_call> tag is not closed with </tool_call>")
+    return parsed
+
+
+class Tool:
+    """A function the agent may call: name, description, pydantic argument model, callable.
+
+    ``schema`` is the OpenAI tool schema shown to the agent (and to judges); ``run`` validates
+    the arguments and returns the result text, or raises :class:`ToolError` with a message
+    meant for the agent.
+
+    Example:
+        >>> class Args(BaseModel):
+        ...     text: str
+        >>> echo = Tool("echo", "Repeat the text.", Args, lambda args: args.text)
+        >>> echo.run({"text": "hi"})
+        'hi'
+    """
+
+    def __init__(self, name: str, description: str, args_model: type[BaseModel], fn: Callable[[Any], str]):
+        self.name, self.description, self.args_model, self.fn = name, description, args_model, fn
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        parameters = self.args_model.model_json_schema()
+        parameters.pop("title", None)
+        for prop in parameters.get("properties", {}).values():
+            prop.pop("title", None)
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": parameters}}
+
+    def run(self, arguments: dict[str, Any]) -> str:
+        try:
+            args = self.args_model.model_validate(arguments)
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in err.errors())
+            raise ToolError(f"invalid arguments for '{self.name}': {problems}") from None
+        return self.fn(args)
+
+
+class ToolError(Exception):
+    """A tool call that could not be carried out; the message is shown to the agent."""
+
+
+def run_tool_call(call: ToolCall, tools: dict[str, Tool]) -> tuple[str, str | None]:
+    """Execute ``call`` against ``tools``; returns ``(tool message text, error or None)``."""
+    tool = tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        error = f"unknown tool '{call.name}' (available: {known})"
+        return f"Error: {error}", error
+    try:
+        return tool.run(call.arguments), None
+    except ToolError as err:
+        return f"Error: {err}", str(err)
+
+
+# --------------------------------------------------------------------------------------------
+# Calculator: arithmetic through simpleeval (no Python eval), with bounds on sizes.
+
+MAX_EXPRESSION_CHARS = 500
+MAX_EXPONENT = 1_000
+MAX_RESULT_DIGITS = 2_000
+
+
+class CalculatorArgs(BaseModel):
+    expression: str = Field(description="An arithmetic expression, e.g. '(12 + 7) * 3' or 'sqrt(2) / 4'.")
+
+
+def _bounded_power(base: Any, exponent: Any) -> Any:
+    if abs(exponent) > MAX_EXPONENT:
+        raise ToolError(f"exponent {exponent} is too large (limit {MAX_EXPONENT})")
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and base.bit_length() * exponent > MAX_RESULT_DIGITS * 3.33:
+        raise ToolError(f"the result would have over {MAX_RESULT_DIGITS} digits")
+    return operator.pow(base, exponent)
+
+
+def _bounded_mul(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_RESULT_DIGITS * 3.33:
+        raise ToolError(f"the result would have over {MAX_RESULT_DIGITS} digits")
+    return operator.mul(a, b)
+
+
+def _format_number(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ToolError(f"the expression gave {type(value).__name__}, not a number")
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise ToolError("the result is not a finite number")
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return repr(round(value, 12))
+    return str(value)
+
+
+def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression safely; raises :class:`ToolError` on any problem.
+
+    Example:
+        >>> calculate("(12 + 7) * 3"), calculate("sqrt(16) / 8")
+        ('57', '0.5')
+    """
+    import ast
+
+    from simpleeval import DEFAULT_OPERATORS, SimpleEval
+
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise ToolError(f"the expression has {len(expression)} characters (limit {MAX_EXPRESSION_CHARS})")
+    operators = dict(DEFAULT_OPERATORS)
+    operators[ast.Pow] = _bounded_power
+    operators[ast.Mult] = _bounded_mul
+    operators.pop(ast.BitXor, None)  # '^' reads as power to most people; refuse rather than xor
+    functions = {
+        name: getattr(math, name)
+        for name in ("sqrt", "log", "log10", "log2", "exp", "sin", "cos", "tan", "floor", "ceil", "factorial", "gcd")
+    }
+    functions.update(abs=abs, round=round, min=min, max=max)
+    evaluator = SimpleEval(operators=operators, functions=functions, names={"pi": math.pi, "e": math.e})
+    try:
+        if "factorial" in expression and re.search(r"factorial\(\s*\d{4,}", expression):
+            raise ToolError("factorial argument too large")
+        value = evaluator.eval(expression.replace("^", "**"))
+    except ToolError:
+        raise
+    except ZeroDivisionError:
+        raise ToolError("division by zero") from None
+    except Exception as err:  # simpleeval raises many types for bad input; all are the agent's error
+        raise ToolError(f"cannot evaluate {expression!r}: {type(err).__name__}: {err}") from None
+    return _format_number(value)
+
+
+CALCULATOR = Tool(
+    "calculator",
+    "Evaluate an arithmetic expression (+ - * / // % ** and sqrt, log, exp, sin, cos, floor, ceil, ...).",
+    CalculatorArgs,
+    lambda args: calculate(args.expression),
+)
+
+#: Tools any env can offer by name (``tools=["calculator"]``).
+TOOL_REGISTRY: dict[str, Tool] = {"calculator": CALCULATOR}
+
+
+def resolve_tools(names_or_tools: list[str | Tool] | None) -> dict[str, Tool]:
+    """Turn ``tools=[...]`` (names from :data:`TOOL_REGISTRY` or Tool objects) into a dict."""
+    resolved: dict[str, Tool] = {}
+    for item in names_or_tools or []:
+        if isinstance(item, Tool):
+            resolved[item.name] = item
+        elif item in TOOL_REGISTRY:
+            resolved[item] = TOOL_REGISTRY[item]
+        else:
+            raise ValueError(f"unknown tool {item!r}; available: {sorted(TOOL_REGISTRY)}")
+    return resolved
