@@ -63,7 +63,22 @@ def is_message(message: Any) -> bool:
     return True
 
 
-class ChatSpace(spaces.Space):
+class _TextSampledSpace(spaces.Space):
+    """A non-numeric space whose samples come from an inner :class:`UnicodeText` (``self._text``)."""
+
+    _text: UnicodeText
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def seed(self, seed: Any = None) -> Any:
+        result = super().seed(seed)
+        self._text.seed(int(self.np_random.integers(2**31)))
+        return result
+
+
+class ChatSpace(_TextSampledSpace):
     """Space of chat conversations: lists of ``{"role", "content", ...}`` dicts (OpenAI format).
 
     Example:
@@ -76,15 +91,6 @@ class ChatSpace(spaces.Space):
         self.max_messages = max_messages
         self._text = UnicodeText()
         super().__init__(shape=None, dtype=None, seed=seed)
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
-
-    def seed(self, seed: Any = None) -> Any:
-        result = super().seed(seed)
-        self._text.seed(int(self.np_random.integers(2**31)))
-        return result
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, list) and len(x) <= self.max_messages and all(is_message(m) for m in x)
@@ -102,7 +108,7 @@ class ChatSpace(spaces.Space):
         return f"ChatSpace(max_messages={self.max_messages})"
 
 
-class AssistantReplySpace(spaces.Space):
+class AssistantReplySpace(_TextSampledSpace):
     """Space of agent actions: a reply string, or an assistant message dict with ``tool_calls``.
 
     Example:
@@ -118,15 +124,6 @@ class AssistantReplySpace(spaces.Space):
         self.max_length = max_length
         self._text = UnicodeText(max_length=max_length)
         super().__init__(shape=None, dtype=None, seed=seed)
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
-
-    def seed(self, seed: Any = None) -> Any:
-        result = super().seed(seed)
-        self._text.seed(int(self.np_random.integers(2**31)))
-        return result
 
     def contains(self, x: Any) -> bool:
         if isinstance(x, str):
