@@ -6,7 +6,7 @@ lazy callables, so importing the kernel imports no env family.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -17,11 +17,17 @@ class EnvInfo:
     id: str
     entry_point: str
     summary: str
+    vector_entry_point: str | None = None
+    """Where the group version is not "the group vector env of this id" (reward wrappers on top)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 ENVS: list[EnvInfo] = [
     EnvInfo("Math-v0", "rubricgym.envs.math:MathEnv",
             "math problems (built-in generator, GSM8K, MATH-500, AIME, DAPO); verified \\boxed{} answer, +1/-1; tools=['calculator'] for multi-turn"),
+    EnvInfo("MathRuler-v0", "rubricgym.wrappers.ruler:make_ruler_env",
+            "Math-v0 + RULER group judge (judge='local' by default); reward = outcome (+1/-1) + ruler score (0..1)",
+            vector_entry_point="rubricgym.wrappers.ruler:make_ruler_vector_env", kwargs={"base_env": "Math-v0"}),
 ]
 
 
@@ -45,5 +51,5 @@ def register_envs() -> None:
     for env in ENVS:
         if env.id in gym.registry:
             continue
-        gym.register(id=env.id, entry_point=env.entry_point, vector_entry_point=GroupVectorEntryPoint(env.id),
-                     disable_env_checker=False)
+        gym.register(id=env.id, entry_point=env.entry_point,
+                     vector_entry_point=env.vector_entry_point or GroupVectorEntryPoint(env.id), kwargs=dict(env.kwargs))

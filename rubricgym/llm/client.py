@@ -1,0 +1,217 @@
+"""The chat client every judge and verifier uses: one async ``complete`` behind any backend,
+with a disk cache, retries with backoff and jitter, a per-call timeout, a concurrency limit,
+token and cost accounting, and JSON replies validated against a pydantic model."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from .jsonutil import JSONExtractionError, extract_json
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass
+class Completion:
+    """One reply, with its token counts and cost; ``cached`` when served from the disk cache."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cached: bool = False
+    model: str = ""
+
+
+class ChatBackend(Protocol):
+    """What a backend implements: one uncached, unretried call."""
+
+    name: str
+
+    async def complete(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+                       timeout_s: float, **params: Any) -> Completion: ...
+
+
+@dataclass
+class LLMConfig:
+    """Knobs shared by every backend."""
+
+    timeout_s: float = 120.0
+    """Hard limit on one call (the call is abandoned and retried after it)."""
+    max_retries: int = 3
+    """Retries after the first attempt, for errors and timeouts."""
+    backoff_initial_s: float = 1.0
+    """First backoff; doubles each retry, with full jitter."""
+    backoff_max_s: float = 30.0
+    """Upper bound of one backoff."""
+    max_concurrency: int = 8
+    """Calls in flight at once through this client."""
+    cache_dir: str | None = field(default_factory=lambda: os.environ.get(
+        "RUBRICGYM_LLM_CACHE", str(Path.home() / ".cache" / "rubricgym" / "llm")))
+    """Disk cache folder (keyed by the whole request); ``None`` turns caching off."""
+    temperature: float = 0.0
+    """Default sampling temperature (judges want determinism)."""
+    max_tokens: int = 1024
+    """Default completion budget."""
+
+
+@dataclass
+class Usage:
+    """Running totals of one client."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, completion: Completion) -> None:
+        if completion.cached:
+            self.cache_hits += 1
+            return
+        self.calls += 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.cost_usd += completion.cost_usd
+
+
+class LLMCallError(RuntimeError):
+    """A call that kept failing after every retry."""
+
+
+class LLM:
+    """A chat client: backend + cache + retries + timeout + concurrency limit + accounting.
+
+    Example:
+        >>> llm = make_llm("openai/gpt-4o-mini")                        # doctest: +SKIP
+        >>> reply = asyncio.run(llm.complete([{"role": "user", "content": "Hi"}]))  # doctest: +SKIP
+        >>> llm.usage.calls, reply.text                                 # doctest: +SKIP
+    """
+
+    def __init__(self, backend: ChatBackend, config: LLMConfig | None = None):
+        self.backend = backend
+        self.config = config or LLMConfig()
+        self.usage = Usage()
+        self.name = backend.name
+        self._cache = None
+        self._lock = threading.Lock()
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+        if self.config.cache_dir:
+            import diskcache
+
+            self._cache = diskcache.Cache(self.config.cache_dir, size_limit=2**30)
+
+    def __deepcopy__(self, memo: dict) -> "LLM":
+        # a client is a shared resource (cache, usage totals, limits): env specs copied by
+        # Gymnasium keep pointing at the same one
+        return self
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # one semaphore per event loop (asyncio.run makes a new loop each time)
+        loop_id = id(asyncio.get_running_loop())
+        with self._lock:
+            if loop_id not in self._semaphores:
+                self._semaphores[loop_id] = asyncio.Semaphore(self.config.max_concurrency)
+            return self._semaphores[loop_id]
+
+    def cache_key(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None, params: dict[str, Any]) -> str:
+        payload = json.dumps({"model": self.backend.name, "messages": messages, "response_format": response_format,
+                              "params": params}, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    async def complete(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None,
+                       *, use_cache: bool = True, **params: Any) -> Completion:
+        """One chat completion (cached, retried, time-limited, counted)."""
+        params = {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens, **params}
+        key = self.cache_key(messages, response_format, params)
+        if use_cache and self._cache is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                completion = Completion(**{**hit, "cached": True})
+                self.usage.add(completion)
+                return completion
+        completion = await self._call_with_retries(messages, response_format, params)
+        self.usage.add(completion)
+        if self._cache is not None:
+            self._cache.set(key, asdict(completion))
+        return completion
+
+    async def _call_with_retries(self, messages, response_format, params) -> Completion:
+        from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.config.max_retries + 1),
+            wait=wait_random_exponential(multiplier=self.config.backoff_initial_s, max=self.config.backoff_max_s),
+            retry=retry_if_exception_type(Exception),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    async with self._semaphore():
+                        return await asyncio.wait_for(
+                            self.backend.complete(messages, response_format, self.config.timeout_s, **params),
+                            timeout=self.config.timeout_s,
+                        )
+        except Exception as err:
+            self.usage.failures += 1
+            kind = "timed out" if isinstance(err, asyncio.TimeoutError) else f"{type(err).__name__}: {str(err)[:300]}"
+            raise LLMCallError(f"{self.name}: call failed after {self.config.max_retries + 1} attempts ({kind})") from err
+        raise AssertionError("unreachable")
+
+    async def complete_json(self, messages: list[dict[str, Any]], model: type[T], *,
+                            check: Callable[[T], str | None] | None = None, schema: dict[str, Any] | None = None,
+                            max_fixes: int = 2, **params: Any) -> tuple[T, Completion]:
+        """A reply parsed into ``model``; invalid replies are sent back with the problem for a fix.
+
+        ``check`` returns a problem description (or None) for semantic checks beyond the schema
+        (e.g. one score per trajectory). ``schema`` overrides the JSON schema sent as
+        ``response_format`` (servers that support it constrain decoding to it).
+        """
+        response_format = {"type": "json_object", "schema": schema or model.model_json_schema()}
+        conversation = list(messages)
+        problem = ""
+        for _ in range(max_fixes + 1):
+            completion = await self.complete(conversation, response_format, **params)
+            try:
+                value = model.model_validate(extract_json(completion.text))
+                problem = check(value) if check else None
+                if not problem:
+                    return value, completion
+            except (JSONExtractionError, ValidationError) as err:
+                problem = f"{type(err).__name__}: {str(err)[:500]}"
+            conversation = list(messages) + [
+                {"role": "assistant", "content": completion.text[:4000]},
+                {"role": "user", "content": f"That reply is not valid: {problem}\nReply again with only the corrected JSON object."},
+            ]
+        raise LLMCallError(f"{self.name}: no valid JSON reply after {max_fixes + 1} attempts ({problem})")
+
+
+def make_llm(model: str | LLM | ChatBackend, *, api_base: str | None = None, api_key: str | None = None,
+             config: LLMConfig | None = None, **backend_kwargs: Any) -> LLM:
+    """Build a client from a LiteLLM model string, ``"local"`` (in-process default model), or a backend.
+
+    ``api_base`` points LiteLLM at a local OpenAI-compatible server (vLLM, llama.cpp): use the
+    ``openai/<name>`` model string with it.
+    """
+    if isinstance(model, LLM):
+        return model
+    if not isinstance(model, str):
+        return LLM(model, config)
+    if model == "local" or model.startswith("local:"):
+        from .backends import TransformersBackend
+
+        return LLM(TransformersBackend(model.removeprefix("local").removeprefix(":") or None, **backend_kwargs), config)
+    from .backends import LiteLLMBackend
+
+    return LLM(LiteLLMBackend(model, api_base=api_base, api_key=api_key, **backend_kwargs), config)

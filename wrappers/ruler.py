@@ -1,0 +1,463 @@
+"""RULER group judging: an LLM judge ranks N trajectories of one scenario against each other,
+reading the agent's system prompt as the specification, and scores each in [0, 1].
+
+Beyond ART's ``ruler_score_group``: scores are matched by trajectory id (never by position),
+validated and clamped to [0, 1]; a wrong number of scores or broken JSON is sent back to the
+judge for a fix; the messages shared by all trajectories are sent once; identical trajectories
+are judged once; the presentation order can be shuffled over several permutations and the
+scores averaged (against position bias); the tool schemas are shown to the judge; every call
+goes through :class:`rubricgym.llm.LLM` (disk cache, retries, timeout, concurrency limit,
+accounting). When the judge still fails, the documented fallback keeps every trajectory: its
+``ruler`` score is ``None``, the group is flagged ``failed``, and wrappers keep the env reward.
+
+Example:
+    >>> from rubricgym.wrappers.ruler import ruler_score_sync
+    >>> result = ruler_score_sync([msgs_a, msgs_b, msgs_c], judge="openai/gpt-4o-mini")  # doctest: +SKIP
+    >>> result.scores, result.explanations                                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from pydantic import BaseModel
+
+from rubricgym.llm import LLM, LLMCallError, make_llm
+from rubricgym.records import Group
+
+from .combine import Combine, combine_reward
+
+Message = dict[str, Any]
+
+DEFAULT_RUBRIC = """\
+- A trajectory that does what the system prompt and the user asked scores well above one that does not.
+- Among those that succeed, the more accurate, faithful (nothing invented beyond the given context) and efficient ones score higher.
+- Make score gaps track quality gaps: near-equal trajectories get near-equal scores, a far worse one a far lower score.
+- Partial progress toward the goal earns partial credit; an empty, off-topic or broken reply earns close to 0."""
+
+JUDGE_INSTRUCTIONS = """\
+You judge AI agent trajectories. All trajectories below are attempts at the same task; the \
+agent's system prompt in the shared context is the specification the agent had to follow. \
+Compare the trajectories with each other and give each a score from 0 to 1, following this rubric:
+{rubric}
+
+Reply with only a JSON object: {{"scores": [{{"trajectory_id": "<id>", "explanation": "<one or two sentences>", \
+"score": <number from 0 to 1>}}]}} with exactly one entry for each trajectory id: {ids}."""
+
+
+class RulerScore(BaseModel):
+    trajectory_id: str
+    explanation: str = ""
+    score: float
+
+
+class RulerResponse(BaseModel):
+    scores: list[RulerScore]
+
+
+@dataclass
+class RulerConfig:
+    """Every RULER knob, named, typed and defaulted."""
+
+    rubric: str = DEFAULT_RUBRIC
+    """What the judge scores against (the system prompt stays the specification)."""
+    share_prefix: bool = True
+    """Send the messages common to every trajectory once, as a context block."""
+    dedup: bool = True
+    """Judge identical trajectories once and copy the score."""
+    permutations: int = 1
+    """Judge the group in this many presentation orders and average (against position bias)."""
+    shuffle: bool = False
+    """Shuffle the order even with one permutation."""
+    seed: int = 0
+    """Seed of the shuffles (orders are reproducible, so cached calls stay cached)."""
+    show_tools: bool = True
+    """Show the agent's tool schemas to the judge."""
+    max_fixes: int = 2
+    """Times an invalid reply (bad JSON, wrong ids or count) is sent back for a fix."""
+    max_tokens: int = 1024
+    """Completion budget of one judge call."""
+    debug: bool = False
+    """Print each group's scores and the judge's reasoning (rich)."""
+
+
+@dataclass
+class RulerResult:
+    """Scores in input order (``None`` for every trajectory when the judge failed)."""
+
+    scores: list[float | None]
+    explanations: list[str]
+    failed: bool = False
+    error: str | None = None
+    judge_calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    clamped: int = 0
+    unique: int = 0
+    raw_scores: list[list[float]] = field(default_factory=list)
+
+
+def render_message(message: Message) -> str:
+    """A compact, readable rendering of one chat message for the judge."""
+    role = message.get("role", "?")
+    parts = []
+    if message.get("content"):
+        parts.append(str(message["content"]))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", call) if isinstance(call, dict) else {}
+        parts.append(f"[tool call] {function.get('name')}({function.get('arguments')})")
+    name = f" {message['name']}" if role == "tool" and message.get("name") else ""
+    return f"<{role}{name}>\n" + "\n".join(parts) + f"\n</{role}>"
+
+
+def common_prefix_length(trajectories: Sequence[Sequence[Message]]) -> int:
+    """Number of leading messages that every trajectory shares (at least one is kept per trajectory)."""
+    if not trajectories:
+        return 0
+    shortest = min(len(t) for t in trajectories)
+    n = 0
+    while n < shortest - 1 and all(t[n] == trajectories[0][n] for t in trajectories):
+        n += 1
+    return n
+
+
+def build_judge_messages(trajectories: Sequence[Sequence[Message]], ids: Sequence[str], order: Sequence[int],
+                         config: RulerConfig, tools: list[dict[str, Any]] | None) -> list[Message]:
+    """The judge's prompt for the unique ``trajectories`` presented in ``order``."""
+    prefix = common_prefix_length(trajectories) if config.share_prefix else 0
+    blocks = []
+    if prefix:
+        blocks.append("<shared_context>\n" + "\n".join(render_message(m) for m in trajectories[0][:prefix]) + "\n</shared_context>")
+    if tools and config.show_tools:
+        blocks.append("<agent_tools>\n" + "\n".join(json.dumps(t, ensure_ascii=False) for t in tools) + "\n</agent_tools>")
+    for index in order:
+        body = "\n".join(render_message(m) for m in trajectories[index][prefix:])
+        blocks.append(f'<trajectory id="{ids[index]}">\n{body}\n</trajectory>')
+    system = JUDGE_INSTRUCTIONS.format(rubric=config.rubric, ids=", ".join(ids[i] for i in order))
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(blocks)}]
+
+
+def response_schema(ids: Sequence[str]) -> dict[str, Any]:
+    """JSON schema of the reply; servers with constrained decoding can only emit valid ids and counts."""
+    return {
+        "type": "object",
+        "properties": {"scores": {
+            "type": "array", "minItems": len(ids), "maxItems": len(ids),
+            "items": {"type": "object", "properties": {
+                "trajectory_id": {"type": "string", "enum": list(ids)},
+                "explanation": {"type": "string"},
+                "score": {"type": "number"},
+            }, "required": ["trajectory_id", "explanation", "score"]},
+        }},
+        "required": ["scores"],
+    }
+
+
+def _check_ids(expected: Sequence[str]):
+    def check(response: RulerResponse) -> str | None:
+        got = [s.trajectory_id for s in response.scores]
+        if sorted(got) != sorted(expected):
+            missing = sorted(set(expected) - set(got))
+            extra = sorted(set(got) - set(expected))
+            duplicated = sorted({i for i in got if got.count(i) > 1})
+            return (f"expected exactly one score for each of {list(expected)}; got {len(got)} scores"
+                    f" (missing {missing}, unknown {extra}, repeated {duplicated})")
+        if any(not np.isfinite(s.score) for s in response.scores):
+            return "every score must be a finite number between 0 and 1"
+        return None
+    return check
+
+
+async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | str, config: RulerConfig | None = None,
+                      tools: list[dict[str, Any]] | None = None) -> RulerResult:
+    """Score message lists of one scenario relative to each other; one judge call per permutation."""
+    config = config or RulerConfig()
+    judge = make_llm(judge)
+    n = len(trajectories)
+    if n == 0:
+        return RulerResult([], [])
+    # identical trajectories are judged once
+    keys = [json.dumps(t, sort_keys=True, ensure_ascii=False, default=str) for t in trajectories]
+    if config.dedup:
+        first_seen: dict[str, int] = {}
+        member_to_unique = [first_seen.setdefault(key, len(first_seen)) for key in keys]
+    else:
+        member_to_unique = list(range(n))
+    unique_trajectories: list[Sequence[Message]] = []
+    for member, u in enumerate(member_to_unique):
+        if u == len(unique_trajectories):
+            unique_trajectories.append(trajectories[member])
+    k = len(unique_trajectories)
+    ids = [f"t{i + 1}" for i in range(k)]
+    rng = random.Random(config.seed)
+    orders = []
+    for p in range(max(1, config.permutations)):
+        order = list(range(k))
+        if p > 0 or config.shuffle:
+            rng.shuffle(order)
+        orders.append(order)
+
+    result = RulerResult([None] * n, [""] * n, unique=k)
+    calls_before, hits_before = judge.usage.calls, judge.usage.cache_hits
+
+    async def one(order: list[int]):
+        messages = build_judge_messages(unique_trajectories, ids, order, config, tools)
+        response, completion = await judge.complete_json(
+            messages, RulerResponse, check=_check_ids(ids), schema=response_schema([ids[i] for i in order]),
+            max_fixes=config.max_fixes, max_tokens=config.max_tokens)
+        return response, completion
+
+    try:
+        outcomes = await asyncio.gather(*(one(order) for order in orders))
+    except LLMCallError as err:
+        result.failed, result.error = True, str(err)
+        result.judge_calls = judge.usage.calls - calls_before
+        return result
+    per_id: dict[str, list[float]] = defaultdict(list)
+    explanation: dict[str, str] = {}
+    for response, completion in outcomes:
+        result.prompt_tokens += completion.prompt_tokens
+        result.completion_tokens += completion.completion_tokens
+        for item in response.scores:
+            clamped = min(1.0, max(0.0, float(item.score)))
+            result.clamped += clamped != item.score
+            per_id[item.trajectory_id].append(clamped)
+            explanation.setdefault(item.trajectory_id, item.explanation)
+    result.raw_scores = [per_id[i] for i in ids]
+    unique_scores = [float(np.mean(per_id[i])) for i in ids]
+    result.scores = [unique_scores[u] for u in member_to_unique]
+    result.explanations = [explanation.get(ids[u], "") for u in member_to_unique]
+    result.judge_calls = judge.usage.calls - calls_before
+    result.cache_hits = judge.usage.cache_hits - hits_before
+    if config.debug:
+        print_ruler_result(result, title=f"RULER ({judge.name})")
+    return result
+
+
+def run_sync(coroutine):
+    """Run a coroutine from sync code, also when an event loop is already running (notebooks)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as err:  # re-raised in the caller's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def ruler_score_sync(trajectories, judge, config: RulerConfig | None = None, tools=None) -> RulerResult:
+    return run_sync(ruler_score(trajectories, judge, config, tools))
+
+
+async def ruler_score_group(group: Group, judge: LLM | str, config: RulerConfig | None = None,
+                            combine: Combine = "sum") -> Group:
+    """Score a :class:`Group` in place: ``reward_components["ruler"]``, explanation in metadata,
+    and ``reward`` re-combined; on failure every trajectory is kept and the group is flagged."""
+    tools = next((t.metadata.get("tools") for t in group.trajectories if t.metadata.get("tools")), None)
+    result = await ruler_score([t.messages for t in group.trajectories], judge, config, tools)
+    for trajectory, score, why in zip(group.trajectories, result.scores, result.explanations):
+        env_reward = trajectory.reward_components.get("env", trajectory.reward)
+        trajectory.reward_components.setdefault("env", env_reward)
+        if score is not None:
+            trajectory.reward_components["ruler"] = score
+            trajectory.metadata["ruler_explanation"] = why
+        trajectory.reward = combine_reward(env_reward, {"ruler": score}, combine)
+    group.metadata["ruler_failed"] = result.failed
+    if result.error:
+        group.metadata["ruler_error"] = result.error
+    return group
+
+
+def print_ruler_result(result: RulerResult, title: str = "RULER", labels: Sequence[str] | None = None) -> None:
+    """Rich table of scores and the judge's reasoning."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title + (" (FAILED: " + (result.error or "") + ")" if result.failed else ""))
+    table.add_column("#")
+    table.add_column("score", justify="right")
+    table.add_column("explanation")
+    for i, (score, why) in enumerate(zip(result.scores, result.explanations)):
+        label = labels[i] if labels else str(i)
+        table.add_row(label, "-" if score is None else f"{score:.3f}", why)
+    Console(stderr=True).print(table)
+
+
+# ---------------------------------------------------------------------------------------------
+# Wrappers
+
+
+def _make_judge(judge: Any, api_base: str | None) -> LLM:
+    return make_llm(judge, api_base=api_base)
+
+
+class RulerGroupReward(gym.vector.VectorWrapper):
+    """Adds the RULER score to every member of each group on the group's terminal step.
+
+    Writes ``info["reward_components"]["ruler"][i]`` (Gymnasium's vector-info layout for nested
+    dicts: an array per component plus its ``_name`` mask), ``info["reward_components"]["env"]``,
+    ``info["ruler_score"]``,
+    ``info["ruler_explanation"]`` and ``info["ruler_failed"]``, and sets the reward to
+    ``combine_reward(env_reward, {"ruler": score}, combine)``; groups ending in the same step are
+    judged concurrently (the judge's concurrency limit applies).
+
+    Example:
+        >>> envs = RulerGroupReward(gym.make_vec("Math-v0", num_envs=8, group_size=4), judge="local")  # doctest: +SKIP
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv, judge: Any = "local", config: RulerConfig | None = None,
+                 combine: Combine = "sum", api_base: str | None = None):
+        super().__init__(env)
+        self.judge = _make_judge(judge, api_base)
+        self.config = config or RulerConfig()
+        self.combine = combine
+        self.last_results: dict[int, RulerResult] = {}
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        done = infos.get("group_done")
+        if done is None:
+            return obs, rewards, terminated, truncated, infos
+        mask = np.asarray(infos.get("_group_done", done), dtype=bool) & np.asarray(done, dtype=bool)
+        groups = sorted({self.env.unwrapped.group_of(i) for i in np.flatnonzero(mask)})
+        if not groups:
+            return obs, rewards, terminated, truncated, infos
+        members = {g: list(self.env.unwrapped.members(g)) for g in groups}
+
+        async def judge_all():
+            jobs = []
+            for g in groups:
+                trajectories = [infos["trajectory"][i] for i in members[g]]
+                tools = trajectories[0].metadata.get("tools")
+                jobs.append(ruler_score([t.messages for t in trajectories], self.judge, self.config, tools))
+            return await asyncio.gather(*jobs)
+
+        results = run_sync(judge_all())
+        n = len(rewards)
+        rewards = np.asarray(rewards, dtype=np.float64).copy()
+        scores = np.full(n, np.nan)
+        explanations = np.full(n, "", dtype=object)
+        failed = np.zeros(n, dtype=bool)
+        # vector infos keep nested dicts as {name: array, "_name": mask} (Gymnasium's convention)
+        components = infos.setdefault("reward_components", {})
+        env_component = np.asarray(components.get("env", np.zeros(n)), dtype=np.float64).copy()
+        for g, result in zip(groups, results):
+            self.last_results[g] = result
+            for i, score, why in zip(members[g], result.scores, result.explanations):
+                env_reward = float(rewards[i])
+                env_component[i] = env_reward
+                scores[i] = np.nan if score is None else score
+                explanations[i] = why
+                failed[i] = result.failed
+                rewards[i] = combine_reward(env_reward, {"ruler": score}, self.combine)
+                trajectory = infos["trajectory"][i]
+                trajectory.reward = float(rewards[i])
+                trajectory.reward_components["env"] = env_reward
+                if score is not None:
+                    trajectory.reward_components["ruler"] = score
+        components["env"], components["_env"] = env_component, mask | components.get("_env", np.zeros(n, dtype=bool))
+        components["ruler"], components["_ruler"] = scores.copy(), mask & ~failed
+        infos["ruler_score"], infos["_ruler_score"] = scores, mask.copy()
+        infos["ruler_explanation"], infos["_ruler_explanation"] = explanations, mask.copy()
+        infos["ruler_failed"], infos["_ruler_failed"] = failed, mask.copy()
+        return obs, rewards, terminated, truncated, infos
+
+
+class RulerReward(gym.Wrapper):
+    """RULER for a single env: the finished trajectory is judged against the recent finished
+    trajectories of the same task (relative), or alone when there is no history yet (absolute).
+
+    Keeps up to ``history_size`` earlier trajectories per task id; ``reset(seed=...)`` clears the
+    history (so seeded runs are reproducible), a plain ``reset()`` keeps it. Writes
+    ``info["reward_components"]["ruler"]`` (absent when the judge failed), ``info["ruler_score"]``,
+    ``info["ruler_explanation"]``, ``info["ruler_failed"]``, ``info["ruler_relative_to"]`` (how many
+    earlier trajectories it was compared with) and combines the reward with ``combine``.
+
+    Example:
+        >>> env = RulerReward(gym.make("Math-v0"), judge="local")  # doctest: +SKIP
+    """
+
+    def __init__(self, env: gym.Env, judge: Any = "local", config: RulerConfig | None = None, combine: Combine = "sum",
+                 history_size: int = 3, api_base: str | None = None):
+        super().__init__(env)
+        self.judge = _make_judge(judge, api_base)
+        self.config = config or RulerConfig()
+        self.combine = combine
+        self.history: dict[str, deque] = defaultdict(lambda: deque(maxlen=history_size))
+        self._task_id: str | None = None
+        self._tools = None
+
+    def reset(self, **kwargs):
+        if kwargs.get("seed") is not None:
+            # an explicit seed starts a fresh, reproducible stream: earlier history is dropped
+            self.history.clear()
+        obs, info = self.env.reset(**kwargs)
+        self._task_id = str(info.get("task_id"))
+        self._tools = info.get("tools")
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if not (terminated or truncated) or info.get("error", "").startswith("the episode has ended"):
+            return obs, reward, terminated, truncated, info
+        history = self.history[self._task_id]
+        group = list(history) + [obs]
+        result = run_sync(ruler_score(group, self.judge, self.config, self._tools))
+        history.append(obs)
+        score = result.scores[-1]
+        components = dict(info.get("reward_components") or {})
+        components.setdefault("env", float(reward))
+        if score is not None:
+            components["ruler"] = score
+        info = {**info, "reward_components": components, "ruler_score": score, "ruler_explanation": result.explanations[-1],
+                "ruler_failed": result.failed, "ruler_relative_to": len(group) - 1}
+        return obs, combine_reward(float(reward), {"ruler": score}, self.combine), terminated, truncated, info
+
+
+# ---------------------------------------------------------------------------------------------
+# Registered ids: ``<Base>Ruler-v0`` = base env + RULER.
+
+RULER_KNOBS = {"judge", "api_base", "combine", "history_size", *RulerConfig.__dataclass_fields__}
+
+
+def _split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    ruler = {k: kwargs.pop(k) for k in list(kwargs) if k in RULER_KNOBS}
+    config = RulerConfig(**{k: ruler.pop(k) for k in list(ruler) if k in RulerConfig.__dataclass_fields__})
+    return kwargs, ruler, {"config": config}
+
+
+def make_ruler_env(base_env: str = "Math-v0", **kwargs: Any) -> gym.Env:
+    """Single env: ``base_env`` + :class:`RulerReward` (what ``gym.make("MathRuler-v0")`` builds)."""
+    env_kwargs, ruler, config = _split_kwargs(dict(kwargs))
+    env = gym.make(base_env, disable_env_checker=True, **env_kwargs).unwrapped
+    return RulerReward(env, **ruler, **config)
+
+
+def make_ruler_vector_env(num_envs: int = 1, group_size: int = 1, base_env: str = "Math-v0", **kwargs: Any):
+    """Group vector env: ``gym.make_vec(base_env)`` + :class:`RulerGroupReward`."""
+    from .group import make_group_vector_env
+
+    env_kwargs, ruler, config = _split_kwargs(dict(kwargs))
+    ruler.pop("history_size", None)
+    envs = make_group_vector_env(base_env, num_envs=num_envs, group_size=group_size, **env_kwargs)
+    return RulerGroupReward(envs, **ruler, **config)
