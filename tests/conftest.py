@@ -18,3 +18,50 @@ def shared_data() -> Path:
     if folder is None:
         pytest.skip("../shared/data is not beside this checkout (set RUBRICGYM_DATA_DIR)")
     return folder
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """A real OpenAI-compatible server on loopback: llama-cpp-python serving the default GGUF."""
+    import importlib.util
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python[server] is not installed (pip install 'rubricgym[server]')")
+    from rubricgym.models import default_gguf_path
+
+    port = _free_port()
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"llama_server_{port}.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()), "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", "4096", "--n_threads", "2"],
+        stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(base + "/models", timeout=2).read()
+            break
+        except Exception:
+            if process.poll() is not None or time.time() > deadline:
+                process.kill()
+                raise RuntimeError(f"llama.cpp server did not start; see {log.name}")
+            time.sleep(0.5)
+    yield base
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()

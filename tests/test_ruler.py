@@ -126,7 +126,7 @@ def test_retries_with_backoff_and_timeouts():
     assert ruler_score_sync([traj(0.3), traj(0.4, "b")], judge).scores == pytest.approx([0.3, 0.4])
     assert len(backend.requests) == 3
     slow, slow_backend = scripted_judge(timeout_s=0.05, max_retries=1)
-    slow_backend.delay_s = 1.0
+    slow_backend.delay_s = 3.0  # ignores its timeout: the client's safety net (timeout + 1 s) stops it
     result = ruler_score_sync([traj(0.3), traj(0.4, "b")], slow)
     assert result.failed and "timed out" in result.error and len(slow_backend.requests) == 2
 

@@ -22,6 +22,7 @@ class LiteLLMBackend:
     async def complete(self, messages, response_format, timeout_s, **params) -> Completion:
         import litellm
 
+        litellm.suppress_debug_info = True  # no "Provider List" banners on stderr
         kwargs: dict[str, Any] = {**self.extra, **params}
         if self.api_base:
             kwargs["api_base"] = self.api_base

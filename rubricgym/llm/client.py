@@ -159,9 +159,11 @@ class LLM:
             async for attempt in retrying:
                 with attempt:
                     async with self._semaphore():
+                        # backends enforce timeout_s themselves (HTTP timeout, max_time); the outer
+                        # limit is the safety net for one that does not, with a little grace
                         return await asyncio.wait_for(
                             self.backend.complete(messages, response_format, self.config.timeout_s, **params),
-                            timeout=self.config.timeout_s,
+                            timeout=self.config.timeout_s + max(1.0, 0.25 * self.config.timeout_s),
                         )
         except Exception as err:
             self.usage.failures += 1

@@ -1,0 +1,151 @@
+"""Judge efficiency: prefix dedup, concurrency and the disk cache, measured over real HTTP.
+
+A loopback OpenAI-compatible server (threaded, stdlib) answers every chat completion after an
+injected latency (default 300 ms), counts prompt tokens with a fixed word/punctuation
+tokenizer, and returns a valid score for every trajectory id in the prompt. The judge talks to
+it through LiteLLM exactly as it would to vLLM or llama.cpp. Three measurements, side by side
+in one process:
+
+* ``dedup_token_ratio``: prompt tokens for a group of 8 trajectories sharing a 1,000-token system
+  prompt, with the shared prefix sent once over the naive rendering (every trajectory in full);
+  target <= 0.35.
+* ``concurrency_speedup``: wall time of 16 groups judged one after another over the same 16
+  groups at concurrency 8; target >= 5.
+* ``cache_calls_on_rerun``: server calls when the 16 groups are judged again; target 0.
+
+    python benchmarks/judge_efficiency.py [--latency-ms 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from rubricgym.llm import LLMConfig, make_llm  # noqa: E402
+from rubricgym.wrappers.ruler import RulerConfig, ruler_score  # noqa: E402
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
+IDS = re.compile(r'<trajectory id="(t\d+)">')
+
+
+def count_tokens(text: str) -> int:
+    return len(TOKEN.findall(text))
+
+
+class JudgeServer:
+    """A minimal OpenAI-compatible chat server with a fixed latency, counting calls and tokens."""
+
+    def __init__(self, latency_s: float):
+        self.latency_s, self.calls, self.prompt_tokens = latency_s, 0, 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = "\n".join(str(m.get("content") or "") for m in body["messages"])
+                tokens = count_tokens(prompt)
+                with server.lock:
+                    server.calls += 1
+                    server.prompt_tokens += tokens
+                time.sleep(server.latency_s)
+                ids = IDS.findall(prompt)
+                reply = json.dumps({"scores": [{"trajectory_id": i, "explanation": "ok", "score": 0.5} for i in ids]})
+                payload = json.dumps({
+                    "id": "x", "object": "chat.completion", "created": 0, "model": body.get("model", "judge"),
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+                    "usage": {"prompt_tokens": tokens, "completion_tokens": count_tokens(reply),
+                              "total_tokens": tokens + count_tokens(reply)},
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+def make_group(group_index: int, system_tokens: int = 1000, size: int = 8) -> list[list[dict]]:
+    words = [f"rule{(group_index * 7 + i) % 97}" for i in range(system_tokens)]
+    system = {"role": "system", "content": " ".join(words)}
+    user = {"role": "user", "content": f"Customer {group_index}: can I return an opened item after 20 days?"}
+    return [[system, user, {"role": "assistant", "content": f"Answer variant {k} for customer {group_index}: " + "detail " * (10 + 5 * k)}]
+            for k in range(size)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency-ms", type=float, default=300)
+    parser.add_argument("--groups", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    server = JudgeServer(args.latency_ms / 1000)
+    cache = tempfile.mkdtemp(prefix="rubricgym-judge-bench-")
+
+    def judge(concurrency: int, cache_dir: str | None):
+        return make_llm("openai/judge", api_base=server.base,
+                        config=LLMConfig(cache_dir=cache_dir, max_concurrency=concurrency, timeout_s=30))
+
+    # 1. prefix dedup vs naive rendering, one group of 8
+    group = make_group(0)
+    before = server.prompt_tokens
+    asyncio.run(ruler_score(group, judge(1, None), RulerConfig()))
+    dedup_tokens = server.prompt_tokens - before
+    before = server.prompt_tokens
+    asyncio.run(ruler_score(group, judge(1, None), RulerConfig(share_prefix=False, dedup=False)))
+    naive_tokens = server.prompt_tokens - before
+    dedup_ratio = dedup_tokens / naive_tokens
+
+    # 2. 16 groups sequentially vs at concurrency 8 (no cache, so every call reaches the server)
+    groups = [make_group(g) for g in range(1, args.groups + 1)]
+
+    async def sequential():
+        client = judge(1, None)
+        for g in groups:
+            await ruler_score(g, client)
+
+    async def concurrent(client):
+        return await asyncio.gather(*(ruler_score(g, client) for g in groups))
+
+    start = time.perf_counter()
+    asyncio.run(sequential())
+    sequential_s = time.perf_counter() - start
+    start = time.perf_counter()
+    asyncio.run(concurrent(judge(args.concurrency, None)))
+    concurrent_s = time.perf_counter() - start
+
+    # 3. a re-run with the disk cache costs no server call
+    cached = judge(args.concurrency, cache)
+    asyncio.run(concurrent(cached))
+    calls_before = server.calls
+    rerun_client = judge(args.concurrency, cache)  # a fresh client: served from disk
+    results = asyncio.run(concurrent(rerun_client))
+    rerun_calls = server.calls - calls_before
+    assert all(not r.failed for r in results)
+
+    print(f"prompt tokens for a group of 8 with a 1,000-token system prompt: dedup {dedup_tokens}, naive {naive_tokens}")
+    print(f"{args.groups} groups at {args.latency_ms:.0f} ms latency: sequential {sequential_s:.2f} s, "
+          f"concurrency {args.concurrency} {concurrent_s:.2f} s")
+    print(f"re-run of {args.groups} groups: {rerun_calls} server calls, {rerun_client.usage.cache_hits} cache hits")
+    print(f"RESULT dedup_token_ratio={dedup_ratio:.3f} concurrency_speedup={sequential_s / concurrent_s:.2f} "
+          f"cache_calls_on_rerun={rerun_calls}")
+    server.httpd.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""RULER through LiteLLM against a real OpenAI-compatible server on loopback (llama.cpp + SmolLM2)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rubricgym.llm import LLMConfig, make_llm
+from rubricgym.wrappers.ruler import RulerConfig, ruler_score_sync
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+
+def refund_group(shared_data):
+    data = json.loads((shared_data.parent / "examples" / "refund_group.json").read_text())
+    system = data["system_prompts"]["strict"]
+    user = data["user_template"].format(question=data["question"], context=data["context"])
+    labels = list(data["responses"])
+    return labels, [[{"role": "system", "content": system}, {"role": "user", "content": user},
+                     {"role": "assistant", "content": data["responses"][k]}] for k in labels]
+
+
+def test_ruler_through_litellm_schema_constrained(llama_server, shared_data, tmp_path):
+    judge = make_llm("openai/smollm2", api_base=llama_server,
+                     config=LLMConfig(cache_dir=str(tmp_path / "cache"), timeout_s=120, max_retries=1))
+    labels, group = refund_group(shared_data)
+    result = ruler_score_sync(group, judge, RulerConfig(max_tokens=400))
+    print("\nscores:", dict(zip(labels, result.scores)), "calls:", result.judge_calls)
+    assert not result.failed, result.error
+    assert all(s is not None and 0.0 <= s <= 1.0 for s in result.scores)
+    assert judge.usage.calls >= 1 and judge.usage.prompt_tokens > 100
+    calls = judge.usage.calls
+    again = ruler_score_sync(group, judge, RulerConfig(max_tokens=400))
+    assert again.scores == result.scores
+    assert judge.usage.calls == calls and again.cache_hits >= 1  # the repeat is served from the cache
+
+
+def test_cli_judge_against_server(llama_server, tmp_path):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "refund_group.jsonl"
+    out = subprocess.run(
+        [sys.executable, "-m", "rubricgym.cli", "judge", str(example), "--judge", "openai/smollm2",
+         "--api-base", llama_server, "--no-cache", "--debug"],
+        capture_output=True, text=True, timeout=600)
+    print(out.stdout, out.stderr[-2000:])
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    ranked = [line.split()[1] for line in lines[:4]]
+    assert sorted(ranked) == ["faithful", "hallucinating", "off_context", "verbose"]
+    assert lines[-1].startswith("judge=openai/smollm2@") and "calls=" in lines[-1]
