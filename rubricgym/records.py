@@ -115,7 +115,8 @@ class TrajectoryRecorder:
     """
 
     #: info keys copied into each transition (the rest, e.g. gold answers, stay in metadata).
-    INFO_KEYS = ("reward_components", "error", "extraction", "extracted_answer", "correct", "role", "turn")
+    INFO_KEYS = ("reward_components", "error", "extraction", "extracted_answer", "correct", "role", "turn", "cot",
+                 "rubric_text")
 
     def __init__(self) -> None:
         self.trajectory = Trajectory()

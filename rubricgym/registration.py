@@ -28,6 +28,9 @@ ENVS: list[EnvInfo] = [
     EnvInfo("MathRuler-v0", "rubricgym.wrappers.ruler:make_ruler_env",
             "Math-v0 + RULER group judge (judge='local' by default); reward = outcome (+1/-1) + ruler score (0..1)",
             vector_entry_point="rubricgym.wrappers.ruler:make_ruler_vector_env", kwargs={"base_env": "Math-v0"}),
+    EnvInfo("MathRubric-v0", "rubricgym.wrappers.rubrics:make_rubric_env",
+            "Math-v0 + self-evolving rubrics (RLCER): the policy also writes rubrics (role 'rubricator'); reward = outcome + valid-rubric CoT score",
+            vector_entry_point="rubricgym.wrappers.rubrics:make_rubric_vector_env", kwargs={"base_env": "Math-v0"}),
 ]
 
 

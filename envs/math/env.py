@@ -121,15 +121,19 @@ class MathEnv(gym.Env):
         return task
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """``options``: ``task_id`` picks the problem; ``hint`` (text) is appended to it."""
         super().reset(seed=seed)
         options = options or {}
         if options.get("task_id") is not None:
             self.task = self.task_by_id(options["task_id"])
         else:
             self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        problem = self.task.problem
+        if options.get("hint"):  # extra guidance for this episode (e.g. a task's learned rubrics)
+            problem = f"{problem}\n\n{options['hint']}"
         self.messages = [
             {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": self.task.problem},
+            {"role": "user", "content": problem},
         ]
         self._turn, self._done = 0, False
         return list(self.messages), self._info()

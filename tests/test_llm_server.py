@@ -50,3 +50,27 @@ def test_cli_judge_against_server(llama_server, tmp_path):
     ranked = [line.split()[1] for line in lines[:4]]
     assert sorted(ranked) == ["faithful", "hallucinating", "off_context", "verbose"]
     assert lines[-1].startswith("judge=openai/smollm2@") and "calls=" in lines[-1]
+
+
+def test_math_rubric_through_the_real_server(llama_server, tmp_path):
+    import gymnasium as gym
+    import numpy as np
+
+    import rubricgym  # noqa: F401
+
+    client = make_llm("openai/smollm2", api_base=llama_server,
+                      config=LLMConfig(cache_dir=str(tmp_path / "cache"), timeout_s=300, max_retries=1))
+    envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier=client, rubricator=client,
+                        rubrics_per_group=1, levels=(1,))
+    _, info = envs.reset(seed=0)
+    answer = info["answer"][0]
+    _, rewards, terminated, _, info = envs.step([
+        f"Add the two numbers: the sum is {answer}. Check: it matches. \\boxed{{{answer}}}",
+        f"The sum is \\boxed{{{answer}}}", "I guess \\boxed{-100}", "Maybe \\boxed{-100}"])
+    stats = info["rubric_stats"][0]
+    print("\nrewards:", rewards, "stats:", stats, "calls:", client.usage.calls)
+    assert terminated.all() and np.isfinite(rewards).all()
+    outcome = np.array([1.0, 1.0, -1.0, -1.0])
+    cot = rewards - outcome
+    assert ((cot >= 0) & (cot <= 1)).all()
+    assert client.usage.calls >= 1 and stats["num_items"] >= 0
