@@ -46,22 +46,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judge", default="local")
     parser.add_argument("--api-base", default=None)
-    parser.add_argument("--groups", type=int, default=12, help="groups per dataset")
+    parser.add_argument("--groups", type=int, default=16, help="groups of built-in single-digit sums")
     parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--gsm8k-groups", type=int, default=4, help="groups from ../shared/data GSM8K (0 to skip)")
+    parser.add_argument("--max-tokens", type=int, default=160)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     policy = make_llm("local", config=LLMConfig(cache_dir=None, temperature=1.0, max_tokens=args.max_tokens))
     judge = make_llm(args.judge, api_base=args.api_base, config=LLMConfig(timeout_s=300, max_retries=1))
-    datasets = [("generated", {"levels": (1, 3), "split": "test"})]
-    if shared_data_dir() is not None:
+    datasets = [("generated", {"levels": (1,), "split": "test"})]
+    if shared_data_dir() is not None and args.gsm8k_groups:
         datasets.append(("gsm8k", {}))
 
     total_wins, total_pairs, failed_groups, mixed_groups, all_correct = 0.0, 0, 0, 0, []
     for name, kwargs in datasets:
         envs = gym.make_vec("Math-v0", num_envs=args.group_size, group_size=args.group_size, dataset=name, **kwargs)
-        for g in tqdm(range(args.groups), desc=f"{name} groups"):
+        count = args.groups if name == "generated" else args.gsm8k_groups
+        for g in tqdm(range(count), desc=f"{name} groups"):
             obs, info = envs.reset(seed=args.seed + 1000 * g)
             replies = [asyncio.run(policy.complete(list(o), use_cache=False)).text for o in obs]
             _, rewards, terminated, _, info = envs.step(replies)

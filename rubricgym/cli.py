@@ -85,6 +85,74 @@ def cmd_judge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env_kwargs(args: argparse.Namespace) -> dict:
+    kwargs: dict = {}
+    if args.dataset:
+        kwargs["dataset"] = args.dataset
+    if args.levels and (not args.dataset or args.dataset == "generated"):
+        kwargs["levels"] = tuple(int(x) for x in args.levels.split(","))
+    if args.tools:
+        kwargs["tools"] = args.tools.split(",")
+    if getattr(args, "judge", None):
+        # RULER envs take a judge; rubric envs take the judge as verifier (and fixed rubricator if asked)
+        kwargs["verifier" if "Rubric" in args.env else "judge"] = args.judge
+        if args.api_base:
+            kwargs["api_base"] = args.api_base
+    return kwargs
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from rubricgym.agents.policy import PolicyConfig
+    from rubricgym.agents.train import TrainConfig, train
+
+    policy = PolicyConfig(model=None if args.model == "default" else args.model, max_new_tokens=args.max_new_tokens,
+                          lora_r=args.lora_r, device=args.device)
+    config = TrainConfig(env=args.env, env_kwargs=_env_kwargs(args), algo=args.algo, steps=args.steps,
+                         group_size=args.group_size, groups_per_step=args.groups_per_step, seed=args.seed,
+                         output_dir=args.output, checkpoint_every=args.checkpoint_every, eval_tasks=args.eval_tasks,
+                         eval_every=args.eval_every, policy=policy)
+    if args.lr is not None:
+        config.grpo.learning_rate = config.ppo.learning_rate = args.lr
+    result = train(config, resume=args.resume)
+    before = result["before"].get("eval_accuracy", float("nan"))
+    after = result["after"].get("eval_accuracy", float("nan"))
+    print(f"held-out accuracy: before {before:.3f} -> after {after:.3f}   ({result['steps']} steps, "
+          f"{result['minutes']:.1f} min; curve {result['plot']}; metrics {args.output}/metrics.jsonl)")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rubricgym.agents.policy import Policy, PolicyConfig
+    from rubricgym.agents.train import evaluate
+
+    policy = Policy(PolicyConfig(model=None if args.model == "default" else args.model, max_new_tokens=args.max_new_tokens,
+                                 lora_r=16 if args.checkpoint else 0, device=args.device))
+    if args.checkpoint:
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        set_peft_model_state_dict(policy.model, load_file(str(Path(args.checkpoint) / "adapter" / "adapter_model.safetensors")))
+    kwargs = _env_kwargs(args)
+    if kwargs.get("dataset", "generated") == "generated":
+        kwargs["split"] = "test"
+    for k in (int(x) for x in args.k.split(",")):
+        result = evaluate(policy, kwargs, tasks=args.tasks, k=k, env_id=args.env)
+        print("  ".join(f"{key}={value:.3f}" for key, value in result.items()) + f"  (k={k}, {args.tasks} tasks)")
+    return 0
+
+
+def _add_env_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", default="Math-v0")
+    p.add_argument("--dataset", default=None, help="generated (default), gsm8k, math500, aime2024, a path, or a hub id")
+    p.add_argument("--levels", default="1", help="generator levels, comma-separated")
+    p.add_argument("--tools", default=None, help="comma-separated tool names, e.g. calculator")
+    p.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct, offline), an HF id or a path")
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--device", default="auto")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rubricgym", description="Gymnasium envs and reward wrappers for LLM RL.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,6 +180,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("--debug", action="store_true", help="print the judge's reasoning (rich table)")
     p.set_defaults(func=cmd_judge)
+
+    p = sub.add_parser("train", help="train the LLM policy by GRPO or PPO through the env loop")
+    _add_env_flags(p)
+    p.add_argument("--algo", choices=["grpo", "ppo"], default="grpo")
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--groups-per-step", type=int, default=4)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the algorithm's)")
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--judge", default=None, help="judge model for *Ruler-v0 ids, verifier for *Rubric-v0 ids")
+    p.add_argument("--api-base", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", default="runs/latest")
+    p.add_argument("--checkpoint-every", type=int, default=20)
+    p.add_argument("--eval-tasks", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="held-out accuracy and pass@k of the default model or a checkpoint")
+    _add_env_flags(p)
+    p.add_argument("--checkpoint", default=None, help="a checkpoint folder written by rubricgym train")
+    p.add_argument("--tasks", type=int, default=100)
+    p.add_argument("--k", default="1", help="comma-separated: 1 = greedy accuracy, k > 1 = pass@k")
+    p.set_defaults(func=cmd_eval)
     return parser
 
 

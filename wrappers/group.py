@@ -4,7 +4,8 @@ Relative rewards (RULER, rubric validity, GRPO advantages) need several rollouts
 scenario. :class:`GroupVectorEnv` is a :class:`gymnasium.vector.VectorEnv` whose sub-envs come
 in groups reset to the same task. Semantics, per member:
 
-* while its own episode runs, a member steps normally (``info["active"]`` is true);
+* while its own episode runs, a member steps normally (``info["active"]`` is true;
+  ``info["member_done"]`` marks the step where its own episode ended);
 * when its episode ends but others in the group are still running, it waits in an absorbing
   state: reward 0, ``terminated`` and ``truncated`` false, its actions ignored,
   ``info["active"]`` false, the observation frozen at its final one;
@@ -135,7 +136,7 @@ class GroupVectorEnv(VectorEnv):
                 obs, reward, terminated, truncated, info = self.envs[i].step(actions[i])
                 self.recorders[i].add(actions[i], reward, obs, terminated, truncated, info)
                 self._obs[i] = obs
-                member_infos[i] = {**info, "active": True, "group": group}
+                member_infos[i] = {**info, "active": True, "group": group, "member_done": bool(terminated or truncated)}
                 if terminated or truncated:
                     self._member_done[i] = True
                     self._pending[i] = (float(reward), bool(terminated), bool(truncated), info)

@@ -387,7 +387,7 @@ class RubricatorTurn(gym.Wrapper):
         self._pending = {"reward": reward, "terminated": terminated, "truncated": truncated, "cot": cot,
                          "info": info, "rubricator_obs": rubricator_obs}
         self._stage = "rubricator"
-        return rubricator_obs, 0.0, False, False, {**info, "role": "reasoner", "cot": cot,
+        return rubricator_obs, 0.0, False, False, {**info, "role": "reasoner", "cot": cot, "next_role": "rubricator",
                                                    "reward_components": {}, "reasoner_done": True}
 
 

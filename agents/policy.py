@@ -1,0 +1,215 @@
+"""The LLM policy: a causal LM with an optional LoRA adapter, batched sampling that returns
+per-token log-probs, and the training-time log-prob computation that matches it.
+
+Left padding shifts positions, so every forward pass here passes explicit ``position_ids``
+(``cumsum(attention_mask) - 1``), exactly as ``generate`` does internally: the log-probs
+recorded while sampling then equal the ones recomputed for training (fp32 CPU, within 1e-4).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class PolicyConfig:
+    """Model, adapter and sampling knobs."""
+
+    model: str | None = None
+    """Hugging Face id or local path; None = the default SmolLM2-135M-Instruct (offline GGUF)."""
+    device: str = "auto"
+    """``"auto"``: CUDA with bf16 when present, else CPU float32."""
+    lora_r: int = 16
+    """LoRA rank; 0 trains the full model."""
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: str | list[str] = "all-linear"
+    max_new_tokens: int = 48
+    """Completion budget per turn."""
+    temperature: float = 1.0
+    """Sampling temperature (log-probs are of the tempered distribution, in sampling and training)."""
+    top_p: float = 1.0
+    max_prompt_tokens: int = 1024
+    """Longer prompts keep their last tokens."""
+
+
+@dataclass
+class Sample:
+    """One generated completion: token ids, their sampling log-probs, and the decoded text."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    text: str
+    truncated: bool
+    """Hit ``max_new_tokens`` without an end-of-turn token."""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_device(device: str) -> tuple[torch.device, torch.dtype]:
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda"), torch.bfloat16
+        return torch.device("cpu"), torch.float32
+    dev = torch.device(device)
+    return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+
+
+def render_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """Messages any chat template accepts: tool calls as ``<tool_call>`` text, tool results as user turns."""
+    rendered = []
+    for message in messages:
+        role, content = message.get("role"), message.get("content") or ""
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = call.get("function", {})
+                arguments = function.get("arguments")
+                try:
+                    arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+                except json.JSONDecodeError:
+                    pass
+                calls.append("<tool_call>" + json.dumps({"name": function.get("name"), "arguments": arguments}) + "</tool_call>")
+            if not any(c in content for c in calls):
+                content = (content + "\n" if content else "") + "\n".join(calls)
+        if role == "tool":
+            role, content = "user", f"Tool result ({message.get('name', 'tool')}): {content}"
+        rendered.append({"role": role, "content": content})
+    return rendered
+
+
+class Policy:
+    """A causal LM (+ LoRA) that samples with log-probs and scores tokens for training.
+
+    Example:
+        >>> policy = Policy(PolicyConfig(max_new_tokens=16))                         # doctest: +SKIP
+        >>> samples = policy.sample([[{"role": "user", "content": "2+2?"}]] * 4)       # doctest: +SKIP
+    """
+
+    def __init__(self, config: PolicyConfig | None = None, model: Any = None, tokenizer: Any = None):
+        self.config = config or PolicyConfig()
+        self.device, self.dtype = resolve_device(self.config.device)
+        if model is None:
+            from rubricgym.models import load_model_and_tokenizer
+
+            model, tokenizer = load_model_and_tokenizer(self.config.model, device="cpu", dtype=self.dtype)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.tokenizer = tokenizer
+        if self.config.lora_r > 0:
+            from peft import LoraConfig, get_peft_model
+
+            lora = LoraConfig(r=self.config.lora_r, lora_alpha=self.config.lora_alpha, lora_dropout=self.config.lora_dropout,
+                              target_modules=self.config.lora_target_modules, task_type="CAUSAL_LM")
+            model = get_peft_model(model, lora)
+        self.model = model.to(self.device, dtype=self.dtype)
+        self.stop_ids = sorted({i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
+                                if isinstance(i, int) and i >= 0})
+
+    @property
+    def has_adapter(self) -> bool:
+        return self.config.lora_r > 0
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    # -- prompts --------------------------------------------------------------------------------
+
+    def encode_prompt(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(render_messages(messages), add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        ids = list(ids)
+        return ids[-self.config.max_prompt_tokens:]
+
+    def _left_pad(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in sequences)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq):] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    # -- sampling -------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def sample(self, conversations: Sequence[Sequence[dict[str, Any]]], max_new_tokens: int | None = None,
+               temperature: float | None = None, greedy: bool = False) -> list[Sample]:
+        """Sample one completion per conversation (one left-padded batch), with per-token log-probs."""
+        if not conversations:
+            return []
+        max_new_tokens = max_new_tokens or self.config.max_new_tokens
+        temperature = temperature if temperature is not None else self.config.temperature
+        prompts = [self.encode_prompt(c) for c in conversations]
+        ids, mask = self._left_pad(prompts)
+        self.model.eval()
+        out = self.model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=not greedy,
+            temperature=None if greedy else temperature, top_p=None if greedy else self.config.top_p, top_k=None,
+            eos_token_id=self.stop_ids, pad_token_id=self.tokenizer.pad_token_id,
+            output_logits=True, return_dict_in_generate=True)
+        new_tokens = out.sequences[:, ids.shape[1]:]
+        logits = torch.stack(out.logits, dim=1).float()  # raw logits, before any processor
+        scale = 1.0 if greedy else temperature
+        token_logprobs = torch.log_softmax(logits / scale, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        samples = []
+        for row in range(len(prompts)):
+            completion, logprobs, finished = [], [], False
+            for position, token in enumerate(new_tokens[row].tolist()):
+                completion.append(token)
+                logprobs.append(float(token_logprobs[row, position]))
+                if token in self.stop_ids:
+                    finished = True
+                    break
+            text = self.tokenizer.decode(completion, skip_special_tokens=True)
+            samples.append(Sample(prompts[row], completion, logprobs, text, truncated=not finished))
+        return samples
+
+    # -- training-time scoring ------------------------------------------------------------------
+
+    def batch_tensors(self, samples: Sequence[Sample]) -> dict[str, torch.Tensor]:
+        """Left-padded prompt+completion ids, attention mask, position ids and the completion mask."""
+        sequences = [s.prompt_ids + s.completion_ids for s in samples]
+        ids, mask = self._left_pad(sequences)
+        completion_mask = torch.zeros_like(mask, dtype=torch.float32)
+        width = ids.shape[1]
+        for row, s in enumerate(samples):
+            completion_mask[row, width - len(s.completion_ids):] = 1.0
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "completion_mask": completion_mask}
+
+    def token_logprobs(self, batch: dict[str, torch.Tensor], temperature: float | None = None,
+                       return_hidden: bool = False):
+        """Log-probs of each token given the ones before it (position t scores token t; t=0 gets 0)."""
+        temperature = temperature if temperature is not None else self.config.temperature
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         position_ids=batch["position_ids"], output_hidden_states=return_hidden, use_cache=False)
+        logits = out.logits[:, :-1].float() / temperature
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, batch["input_ids"][:, 1:].unsqueeze(-1)).squeeze(-1)
+        logprobs = F.pad(logprobs, (1, 0))
+        if return_hidden:
+            return logprobs, out.hidden_states[-1]
+        return logprobs
+
+    def reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Log-probs under the reference policy: the same weights with the adapter disabled."""
+        if not self.has_adapter:
+            raise ValueError("a reference policy needs a LoRA adapter (lora_r > 0): it is the base model")
+        with torch.no_grad(), self.model.disable_adapter():
+            return self.token_logprobs(batch)
+
+    def sampled_logprobs_tensor(self, samples: Sequence[Sample], like: torch.Tensor) -> torch.Tensor:
+        """The sampling log-probs laid out like ``token_logprobs`` (right-aligned in the batch)."""
+        old = torch.zeros_like(like)
+        width = like.shape[1]
+        for row, s in enumerate(samples):
+            if s.logprobs:
+                old[row, width - len(s.logprobs):] = torch.tensor(s.logprobs, dtype=old.dtype)
+        return old

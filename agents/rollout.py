@@ -1,0 +1,95 @@
+"""Rollouts through the env loop: reset / step on a group vector env, never around it.
+
+Each agent turn becomes a :class:`Turn` (prompt tokens, completion tokens, sampling log-probs).
+Multi-turn episodes yield one turn per step; tool results and env messages only ever appear in
+later *prompts*, so they are never part of a completion and never enter the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .policy import Policy, Sample
+
+
+@dataclass
+class Turn:
+    """One agent action and what the trainers need about it."""
+
+    sample: Sample
+    env_index: int
+    group: int
+    role: str
+    reward: float = 0.0
+    """The return of this turn's role in its episode (the episode's reward for single-role envs)."""
+
+
+@dataclass
+class RolloutBatch:
+    turns: list[Turn] = field(default_factory=list)
+    episode_rewards: list[float] = field(default_factory=list)
+    episode_correct: list[bool] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    """Per-group extras (rubric stats, judge flags) for the logs."""
+    steps: int = 0
+
+
+def _member_role_returns(trajectory) -> dict[str, float]:
+    returns: dict[str, float] = {}
+    for transition in trajectory.transitions:
+        role = transition.info.get("role", "reasoner")
+        returns[role] = returns.get(role, 0.0) + transition.reward
+    return returns
+
+
+def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dict[str, Any] | None = None,
+                     greedy: bool = False, max_steps: int = 64) -> RolloutBatch:
+    """One episode for every member of every group, through ``envs.reset`` / ``envs.step``."""
+    base = envs.unwrapped
+    n = base.num_envs
+    obs, info = envs.reset(seed=seed, options=options)
+    waiting = np.zeros(n, dtype=bool)
+    pending: list[list[tuple[Sample, str]]] = [[] for _ in range(n)]
+    roles = list(info.get("role", ["reasoner"] * n))
+    batch = RolloutBatch()
+    group_finished = np.zeros(base.num_groups, dtype=bool)
+    for _ in range(max_steps):
+        acting = [i for i in range(n) if not waiting[i] and not group_finished[base.group_of(i)]]
+        samples = policy.sample([list(obs[i]) for i in acting], greedy=greedy)
+        actions: list[Any] = [""] * n
+        for i, sample in zip(acting, samples):
+            actions[i] = sample.text
+            pending[i].append((sample, str(roles[i]) if roles[i] is not None else "reasoner"))
+        obs, rewards, terminated, truncated, info = envs.step(actions)
+        batch.steps += 1
+        member_done = info.get("member_done", np.zeros(n, dtype=bool))
+        active = info.get("active", np.ones(n, dtype=bool))
+        next_roles = info.get("next_role")  # set where the next action belongs to another role
+        for i in range(n):
+            if active[i] and member_done[i]:
+                waiting[i] = True
+            if next_roles is not None and info["_next_role"][i]:
+                roles[i] = next_roles[i]
+        for g in range(base.num_groups):
+            members = list(base.members(g))
+            if group_finished[g] or not (terminated[members] | truncated[members]).all():
+                continue
+            group_finished[g] = True
+            extras = {}
+            for key in ("rubric_stats", "ruler_failed"):
+                if key in info and info.get("_" + key, np.ones(n, dtype=bool))[members[0]]:
+                    extras[key] = info[key][members[0]]
+            batch.infos.append(extras)
+            for i in members:
+                trajectory = info["trajectory"][i]
+                returns = _member_role_returns(trajectory)
+                for sample, role in pending[i]:
+                    batch.turns.append(Turn(sample, i, g, role, returns.get(role, float(rewards[i]))))
+                batch.episode_rewards.append(float(rewards[i]))
+                batch.episode_correct.append(any(bool(t.info.get("correct")) for t in trajectory.transitions))
+        if group_finished.all():
+            return batch
+    raise RuntimeError(f"episodes did not finish within {max_steps} steps")

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# GPU check for a lent CUDA machine (not run by CI): one GRPO step and one PPO step of a ~0.5B
+# model in bf16, printing tokens/s and peak GPU memory. Needs a CUDA torch and the model files:
+#   MODEL=/path/to/Qwen2.5-0.5B-Instruct bash benchmarks/gpu_check.sh
+# Without MODEL it builds a randomly initialised ~0.5B Qwen2-shaped model (same shapes and cost),
+# since the machine has no hub access.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python - <<'PY'
+import os, time, json
+import torch, gymnasium as gym
+import rubricgym
+from rubricgym.agents.policy import Policy, PolicyConfig
+from rubricgym.agents.grpo import GRPO
+from rubricgym.agents.ppo import PPO
+from rubricgym.agents.rollout import collect_rollouts
+from rubricgym.models import default_model_dir
+from transformers import AutoTokenizer, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+assert torch.cuda.is_available(), "this check needs a CUDA GPU"
+tokenizer = AutoTokenizer.from_pretrained(os.environ.get("MODEL") or default_model_dir())
+if os.environ.get("MODEL"):
+    model = AutoModelForCausalLM.from_pretrained(os.environ["MODEL"], dtype=torch.bfloat16)
+else:
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                      num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
+print("parameters:", sum(p.numel() for p in model.parameters()) / 1e6, "M")
+for algo in ("grpo", "ppo"):
+    torch.cuda.reset_peak_memory_stats()
+    policy = Policy(PolicyConfig(device="auto", max_new_tokens=128), model=model, tokenizer=tokenizer)
+    trainer = GRPO(policy) if algo == "grpo" else PPO(policy)
+    envs = gym.make_vec("Math-v0", num_envs=32, group_size=8, levels=(3,))
+    torch.cuda.synchronize(); start = time.perf_counter()
+    batch = collect_rollouts(envs, policy, seed=0)
+    torch.cuda.synchronize(); rollout = time.perf_counter() - start
+    start = time.perf_counter()
+    stats = trainer.update(batch)
+    torch.cuda.synchronize(); update = time.perf_counter() - start
+    tokens = sum(len(t.sample.completion_ids) for t in batch.turns)
+    print(json.dumps({"algo": algo, "dtype": str(policy.dtype), "completions": len(batch.turns), "tokens": tokens,
+                      "sample_tokens_per_s": round(tokens / rollout, 1), "update_tokens_per_s": round(tokens / update, 1),
+                      "rollout_s": round(rollout, 2), "update_s": round(update, 2),
+                      "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+                      "loss": stats.get("loss")}))
+    model = policy.model.unload() if hasattr(policy.model, "unload") else policy.model  # drop the adapter
+PY

@@ -1,0 +1,225 @@
+"""GRPO / PPO maths on tiny tensors, log-prob consistency, masking, checkpoints (tiny random model)."""
+
+import json
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rubricgym  # noqa: F401
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+from rubricgym.agents.grpo import GRPO, GRPOConfig, aggregate, clipped_token_loss, group_advantages, k3_kl  # noqa: E402
+from rubricgym.agents.policy import Policy, PolicyConfig, Sample  # noqa: E402
+from rubricgym.agents.ppo import PPO, gae, normalize_by_role  # noqa: E402
+from rubricgym.agents.rollout import RolloutBatch, Turn, collect_rollouts  # noqa: E402
+from rubricgym.agents.train import TrainConfig, Trainer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from rubricgym.models import default_model_dir
+
+    tok = transformers.AutoTokenizer.from_pretrained(default_model_dir())
+    tok.pad_token = tok.pad_token or tok.eos_token
+    return tok
+
+
+def tiny_model(tokenizer, seed=0):
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                                      tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
+                                      pad_token_id=tokenizer.pad_token_id)
+    return transformers.LlamaForCausalLM(config)
+
+
+def tiny_policy(tokenizer, seed=0, **kw):
+    config = PolicyConfig(device="cpu", max_new_tokens=kw.pop("max_new_tokens", 8), lora_r=kw.pop("lora_r", 4), **kw)
+    torch.manual_seed(seed)
+    return Policy(config, model=tiny_model(tokenizer, seed), tokenizer=tokenizer)
+
+
+# ---------------------------------------------------------------- advantages and losses by hand
+
+def test_group_advantages_by_hand():
+    rewards = torch.tensor([1.0, -1.0, -1.0, -1.0, 2.0, 2.0])
+    adv, zero = group_advantages(rewards, [0, 0, 0, 0, 1, 1], scale="group", eps=0.0)
+    # group 0: mean -0.5, unbiased std = sqrt((1.5^2 + 3 * 0.5^2) / 3) = 1
+    assert adv[:4].tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    assert adv[4:].tolist() == [0.0, 0.0] and zero.tolist() == [False] * 4 + [True] * 2
+    none, _ = group_advantages(rewards, [0, 0, 0, 0, 1, 1], scale="none")
+    assert none[:4].tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    batch, _ = group_advantages(rewards, [0, 0, 0, 0, 1, 1], scale="batch", eps=0.0)
+    assert batch[:4].tolist() == pytest.approx((torch.tensor([1.5, -0.5, -0.5, -0.5]) / rewards.std()).tolist())
+
+
+def test_clipped_loss_and_aggregation_by_hand():
+    old = torch.zeros(2, 3)
+    new = torch.log(torch.tensor([[1.5, 1.0, 0.5], [1.1, 0.7, 1.0]]))
+    adv = torch.tensor([[1.0], [-2.0]])
+    loss, clipped = clipped_token_loss(new, old, adv, 0.2, 0.28)
+    # row 0 (A=+1): ratios 1.5 -> clipped at 1.28; 1.0; 0.5 -> min(0.5, 0.8) = 0.5
+    # row 1 (A=-2): ratio 1.1 -> -2.2; 0.7 -> min(-1.4, -1.6) = -1.6 (clipped at 0.8); 1.0 -> -2
+    assert torch.allclose(loss, torch.tensor([[-1.28, -1.0, -0.5], [2.2, 1.6, 2.0]]))
+    assert clipped.tolist() == [[True, False, False], [False, True, False]]
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    assert float(aggregate(loss, mask, "token", 5, 2, 4)) == pytest.approx((-1.28 - 1.0 + 2.2 + 1.6 + 2.0) / 5)
+    assert float(aggregate(loss, mask, "sequence", 5, 2, 4)) == pytest.approx(((-2.28) / 2 + 5.8 / 3) / 2)
+    assert float(aggregate(loss, mask, "dr_grpo", 5, 2, 4)) == pytest.approx((-2.28 + 5.8) / (2 * 4))
+
+
+def test_k3_kl_by_hand():
+    logp = torch.log(torch.tensor([0.5, 0.25]))
+    ref = torch.log(torch.tensor([0.25, 0.25]))
+    kl = k3_kl(logp, ref)
+    assert kl.tolist() == pytest.approx([0.5 - math.log(0.5) - 1, 0.0])
+
+
+def test_gae_and_role_normalisation_by_hand():
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 2.0]])
+    values = torch.tensor([[0.0, 1.0, 1.5, 1.0]])
+    mask = torch.tensor([[0.0, 1.0, 1.0, 1.0]])  # first column is prompt padding
+    adv, ret = gae(rewards, values * mask, mask, gamma=0.9, lam=0.5)
+    # t3: 2 - 1 = 1; t2: 0 + 0.9*1 - 1.5 + 0.45*1 = -0.15; t1: 0 + 0.9*1.5 - 1 + 0.45*(-0.15) = 0.2825
+    assert torch.allclose(adv, torch.tensor([[0.0, 0.2825, -0.15, 1.0]]))
+    assert torch.allclose(ret, torch.tensor([[0.0, 1.2825, 1.35, 2.0]]))
+    a = torch.tensor([[1.0, 3.0], [10.0, 30.0]])
+    m = torch.ones(2, 2)
+    per_role = normalize_by_role(a, m, ["reasoner", "rubricator"], per_role=True)
+    assert torch.allclose(per_role, torch.tensor([[-0.7071, 0.7071], [-0.7071, 0.7071]]), atol=1e-4)
+
+
+# ---------------------------------------------------------------- policy: log-probs, KL, masks
+
+def test_sampling_logprobs_equal_training_logprobs_with_left_padding(tokenizer):
+    policy = tiny_policy(tokenizer, max_new_tokens=12, temperature=0.7)
+    conversations = [[{"role": "user", "content": "Hi"}],
+                     [{"role": "system", "content": "A much longer system prompt " * 8}, {"role": "user", "content": "What is 3 + 4?"}],
+                     [{"role": "user", "content": "Two words"}]]
+    samples = policy.sample(conversations)
+    lengths = {len(s.prompt_ids) for s in samples}
+    assert len(lengths) == 3  # prompts of different lengths: the batch is left-padded
+    tensors = policy.batch_tensors(samples)
+    with torch.no_grad():
+        recomputed = policy.token_logprobs(tensors)
+    sampled = policy.sampled_logprobs_tensor(samples, recomputed)
+    mask = tensors["completion_mask"] > 0
+    assert mask.sum() == sum(len(s.completion_ids) for s in samples)
+    assert torch.allclose(recomputed[mask], sampled[mask], atol=1e-4), (recomputed[mask] - sampled[mask]).abs().max()
+
+
+def test_kl_is_zero_for_a_fresh_adapter(tokenizer):
+    policy = tiny_policy(tokenizer)
+    samples = policy.sample([[{"role": "user", "content": "hello"}]] * 2)
+    tensors = policy.batch_tensors(samples)
+    with torch.no_grad():
+        logprobs = policy.token_logprobs(tensors)
+    reference = policy.reference_logprobs(tensors)
+    kl = k3_kl(logprobs, reference) * tensors["completion_mask"]
+    assert float(kl.abs().max()) == 0.0
+
+
+def sample_turn(policy, text, group, reward, conversation=None):
+    conversation = conversation or [{"role": "user", "content": "What is 1 + 1?"}]
+    prompt = policy.encode_prompt(conversation)
+    completion = policy.tokenizer(text, add_special_tokens=False)["input_ids"]
+    tensors = policy.batch_tensors([Sample(prompt, completion, [0.0] * len(completion), text, False)])
+    with torch.no_grad():
+        logprobs = policy.token_logprobs(tensors)[0, -len(completion):].tolist()
+    return Turn(Sample(prompt, completion, logprobs, text, False), env_index=0, group=group, role="reasoner", reward=reward)
+
+
+def test_zero_variance_groups_contribute_nothing(tokenizer):
+    policy = tiny_policy(tokenizer)
+    grpo = GRPO(policy, GRPOConfig(learning_rate=1e-2))
+    flat = RolloutBatch(turns=[sample_turn(policy, t, 0, 1.0) for t in ("a", "b", "c")])
+    before = [p.detach().clone() for p in policy.trainable_parameters()]
+    stats = grpo.update(flat)
+    assert stats["trained_completions"] == 0 and stats["zero_variance_groups"] == 1
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.trainable_parameters()))
+    # a mixed batch: the flat group's completions are left out of the loss
+    mixed = RolloutBatch(turns=[sample_turn(policy, "2", 0, 1.0), sample_turn(policy, "5", 0, -1.0)]
+                         + [sample_turn(policy, t, 1, 1.0) for t in ("a", "b")])
+    assert grpo.update(mixed)["trained_completions"] == 2
+
+
+def test_tool_and_env_tokens_never_enter_the_loss(tokenizer):
+    """Multi-turn through the env loop: tool results only ever appear in later prompts."""
+    policy = tiny_policy(tokenizer)
+    script = iter(['<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>', "\\boxed{42}"])
+
+    class ScriptedPolicy:
+        def sample(self, conversations, greedy=False):
+            text = next(script)
+            prompt = policy.encode_prompt(conversations[0])
+            return [Sample(prompt, policy.tokenizer(text, add_special_tokens=False)["input_ids"], [0.0], text, False)]
+
+    envs = gym.make_vec("Math-v0", num_envs=1, group_size=1, tools=["calculator"])
+    batch = collect_rollouts(envs, ScriptedPolicy(), options={"task_id": "gen-L1-test-0"})
+    assert len(batch.turns) == 2
+    second = batch.turns[1].sample
+    tensors = policy.batch_tensors([second])
+    ids, mask = tensors["input_ids"][0], tensors["completion_mask"][0]
+    tool_text = policy.tokenizer.decode(ids[mask == 0])
+    trained_text = policy.tokenizer.decode(ids[mask == 1])
+    assert "Tool result (calculator): 42" in tool_text and "42" not in trained_text.replace("\\boxed{42}", "")
+    assert trained_text == "\\boxed{42}"
+
+
+def test_checkpoint_resume_gives_the_same_next_step_loss(tokenizer, tmp_path):
+    def trainer(folder):
+        config = TrainConfig(env_kwargs={"levels": (1,)}, steps=2, group_size=4, groups_per_step=2, eval_tasks=0,
+                             output_dir=str(folder), checkpoint_every=0, policy=PolicyConfig(max_new_tokens=6, lora_r=4))
+        config.grpo.num_iterations = 2  # the second iteration's ratio departs from 1: the optimiser state matters
+        torch.manual_seed(0)
+        return Trainer(config, policy=tiny_policy(tokenizer, seed=0, max_new_tokens=6))
+
+    straight = trainer(tmp_path / "a")
+    straight.train_step()
+    expected = straight.train_step()
+
+    first = trainer(tmp_path / "b")
+    first.train_step()
+    checkpoint = first.save_checkpoint()
+    assert (checkpoint / "adapter" / "adapter_model.safetensors").is_file()
+    assert json.loads((checkpoint / "config.json").read_text())["algo"] == "grpo"
+    resumed = trainer(tmp_path / "c")
+    resumed.load_checkpoint(checkpoint)
+    assert resumed.step == 1
+    again = resumed.train_step()
+    assert again["loss"] == pytest.approx(expected["loss"], abs=1e-5)
+    assert again["reward"] == expected["reward"]
+
+
+def test_ppo_trains_reasoner_and_rubricator_with_one_set_of_weights(tokenizer):
+    from judges import scripted_judge
+
+    verifier, _ = scripted_judge(lambda m, i: json.dumps({"satisfied": [True] * m[1]["content"].count("\n1.")}))
+    policy = tiny_policy(tokenizer, max_new_tokens=6)
+    envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier=verifier, levels=(1,))
+    batch = collect_rollouts(envs, policy, seed=0)
+    roles = [t.role for t in batch.turns]
+    assert roles.count("reasoner") == 4 and roles.count("rubricator") == 4
+    rubricator_prompt = policy.tokenizer.decode(batch.turns[[i for i, r in enumerate(roles) if r == "rubricator"][0]].sample.prompt_ids)
+    assert "grading rubrics" in rubricator_prompt
+    ppo = PPO(policy)
+    before = [p.detach().clone() for p in policy.trainable_parameters()]
+    stats = ppo.update(batch)
+    assert math.isfinite(stats["loss"]) and "reward_rubricator" in stats and "reward_reasoner" in stats
+    assert any(not torch.equal(a, b) for a, b in zip(before, policy.trainable_parameters()))
+
+
+def test_trainer_logs_plots_and_evaluates(tokenizer, tmp_path):
+    config = TrainConfig(env_kwargs={"levels": (1,)}, steps=2, group_size=2, groups_per_step=2, eval_tasks=4,
+                         output_dir=str(tmp_path), checkpoint_every=1, policy=PolicyConfig(max_new_tokens=4))
+    result = Trainer(config, policy=tiny_policy(tokenizer, max_new_tokens=4)).run(progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "reward" in r] == [0, 1]
+    assert 0.0 <= result["after"]["eval_accuracy"] <= 1.0
+    assert (tmp_path / "reward_curve.png").stat().st_size > 1000
+    assert (tmp_path / "checkpoint-1").is_dir() and (tmp_path / "checkpoint-2").is_dir()
