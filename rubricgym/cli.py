@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algo", choices=["grpo", "ppo"], default="grpo")
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--groups-per-step", type=int, default=4)
-    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--steps", type=int, default=30)
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: the algorithm's)")
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--judge", default=None, help="judge model for *Ruler-v0 ids, verifier for *Rubric-v0 ids")

@@ -34,6 +34,7 @@ KNOWN_DATASETS: dict[str, tuple[str, str, str]] = {
     "deepmath_5k": ("deepmath_5k/deepmath_5k.jsonl", "zwhe99/DeepMath-103K", "train"),
     "dapo": ("", "BytedTsinghua-SIA/DAPO-Math-17k", "train"),
     "covid_faq": ("covid_faq/faq_queries.jsonl", "", ""),
+    "covid_faq_corpus": ("covid_faq/faq_corpus.jsonl", "", ""),
     "xquad_en": ("xquad_en/xquad_en.jsonl", "", ""),
     "mtrag_un": ("mtrag_un/mtrag_un_reference.jsonl", "", ""),
 }

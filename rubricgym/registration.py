@@ -31,6 +31,12 @@ ENVS: list[EnvInfo] = [
     EnvInfo("MathRubric-v0", "rubricgym.wrappers.rubrics:make_rubric_env",
             "Math-v0 + self-evolving rubrics (RLCER): the policy also writes rubrics (role 'rubricator'); reward = outcome + valid-rubric CoT score",
             vector_entry_point="rubricgym.wrappers.rubrics:make_rubric_vector_env", kwargs={"base_env": "Math-v0"}),
+    EnvInfo("RagSupport-v0", "rubricgym.envs.rag:RagSupportEnv",
+            "customer support from a knowledge base (built-in Lumen Books, covid_faq, xquad_en, mtrag_un); mode='context' or 'agentic' (search tool); token F1 + citation + refusal + grounding"),
+    EnvInfo("RagSupportRuler-v0", "rubricgym.wrappers.ruler:make_ruler_env",
+            "RagSupport-v0 + RULER group judge; reward = 0.5 * env components + 0.5 * ruler score",
+            vector_entry_point="rubricgym.wrappers.ruler:make_ruler_vector_env",
+            kwargs={"base_env": "RagSupport-v0", "combine": {"env": 0.5, "ruler": 0.5}}),
 ]
 
 
