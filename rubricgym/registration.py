@@ -37,6 +37,8 @@ ENVS: list[EnvInfo] = [
             "RagSupport-v0 + RULER group judge; reward = 0.5 * env components + 0.5 * ruler score",
             vector_entry_point="rubricgym.wrappers.ruler:make_ruler_vector_env",
             kwargs={"base_env": "RagSupport-v0", "combine": {"env": 0.5, "ruler": 0.5}}),
+    EnvInfo("FunctionCall-v0", "rubricgym.envs.tools:FunctionCallEnv",
+            "single-turn function calling on BFCL-format rows (dataset=<category or .jsonl>); reward = BFCL AST check"),
 ]
 
 

@@ -288,8 +288,12 @@ def resolve_tools(names_or_tools: list[str | Tool] | None) -> dict[str, Tool]:
     for item in names_or_tools or []:
         if isinstance(item, Tool):
             resolved[item.name] = item
+        elif item == "python":
+            from rubricgym.sandbox import python_tool  # a subprocess sandbox, built on demand
+
+            resolved[item] = python_tool()
         elif item in TOOL_REGISTRY:
             resolved[item] = TOOL_REGISTRY[item]
         else:
-            raise ValueError(f"unknown tool {item!r}; available: {sorted(TOOL_REGISTRY)}")
+            raise ValueError(f"unknown tool {item!r}; available: {sorted(TOOL_REGISTRY) + ['python']}")
     return resolved

@@ -1,0 +1,94 @@
+"""FunctionCall-v0 (BFCL AST scoring) and the sandboxed Python tool."""
+
+import json
+import time
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import rubricgym  # noqa: F401
+from rubricgym.data import load_records
+from rubricgym.envs.tools.bfcl import check_calls, mutations, truth_calls
+from rubricgym.sandbox import SandboxLimits, run_python
+
+
+def test_bfcl_truth_accepted_and_mutations_rejected_on_every_file(shared_data):
+    totals = {"truth": [0, 0], "mutations": [0, 0]}
+    for path in sorted((shared_data / "bfcl_v4").glob("*.jsonl")):
+        for row in load_records(path):
+            if not row.get("ground_truth"):
+                continue
+            calls = truth_calls(row["ground_truth"])
+            ok, why = check_calls(calls, row["ground_truth"], row["function"])
+            assert ok, (row["id"], why)
+            totals["truth"][0] += ok
+            totals["truth"][1] += 1
+            for kind, mutated in mutations(calls, row["function"], row["ground_truth"]).items():
+                totals["mutations"][0] += not check_calls(mutated, row["ground_truth"], row["function"])[0]
+                totals["mutations"][1] += 1
+    print(f"\ntruth accepted {totals['truth']}, mutations rejected {totals['mutations']}")
+    assert totals["truth"][0] == totals["truth"][1] > 1000
+    assert totals["mutations"][0] / totals["mutations"][1] >= 0.99
+
+
+@pytest.mark.parametrize("dataset", ["simple_python", "parallel", "irrelevance", "live_simple"])
+def test_function_call_env(dataset, shared_data):
+    env = gym.make("FunctionCall-v0", dataset=dataset)
+    check_env(env.unwrapped)
+    envs = gym.make_vec("FunctionCall-v0", num_envs=2, group_size=2, dataset=dataset)
+    obs, info = envs.reset(seed=0)
+    row = envs.unwrapped.envs[0].unwrapped.row
+    truth = truth_calls(row.get("ground_truth") or [])
+    good = "".join(f'<tool_call>{json.dumps({"name": n, "arguments": a})}</tool_call>' for n, a in truth) or "No function fits."
+    _, rewards, terminated, _, info = envs.step([good, "I will not call anything. <tool_call>{bad json</tool_call>"])
+    assert terminated.all() and rewards[0] == 1.0 and rewards[1] == 0.0
+    assert info["reward_components"]["ast"][0] == 1.0
+
+
+def test_function_call_openai_form_and_wrong_types(shared_data):
+    env = gym.make("FunctionCall-v0", dataset="simple_python", disable_env_checker=True)
+    env.reset(options={"task_id": "simple_python_0"})
+    action = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "calculate_triangle_area", "arguments": json.dumps({"base": 10, "height": 5})}}]}
+    assert env.step(action)[1] == 1.0
+    env.reset(options={"task_id": "simple_python_0"})
+    _, reward, terminated, _, info = env.step(12)
+    assert reward == 0.0 and terminated and "got int" in info["error"]
+
+
+SANDBOX_CASES = {
+    "network": ("import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)", "socket"),
+    "fork_bomb": ("import os\nwhile True:\n    os.fork()", "os.fork is not allowed"),
+    "read_outside": ("print(open('/etc/passwd').read())", "reading '/etc/passwd' is outside"),
+    "write_outside": ("open('/tmp/rubricgym-evil.txt', 'w').write('x')", "writing '/tmp/rubricgym-evil.txt' is outside"),
+    "infinite_loop": ("while True:\n    pass", "ran longer than"),
+    "huge_output": ("print('x' * 5_000_000)", "only the first 8,000 are shown"),
+    "huge_file": ("open('big.bin', 'wb').write(b'0' * (20 * 2**20))", "File too large"),
+    "subprocess": ("import subprocess\nsubprocess.run(['ls'])", "subprocess.Popen is not allowed"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SANDBOX_CASES))
+def test_sandbox_contains_hostile_code_and_env_stays_usable(name):
+    code, fragment = SANDBOX_CASES[name]
+    env = gym.make("Math-v0", tools=["python"], max_turns=3)
+    env.reset(options={"task_id": "gen-L4-test-1"})
+    start = time.perf_counter()
+    call = '<tool_call>' + json.dumps({"name": "python", "arguments": {"code": code}}) + '</tool_call>'
+    obs, reward, terminated, truncated, info = env.step(call)
+    assert time.perf_counter() - start < 10
+    assert not terminated and obs[-1]["role"] == "tool" and obs[-1]["content"].startswith("Error:")
+    assert fragment in obs[-1]["content"], obs[-1]["content"][-500:]
+    # the env is still usable: the next call works
+    obs, *_ = env.step('<tool_call>' + json.dumps({"name": "python", "arguments": {"code": "print(6 * 7)"}}) + '</tool_call>')
+    assert obs[-1]["content"].strip() == "42"
+    import os
+    assert not os.path.exists("/tmp/rubricgym-evil.txt")
+
+
+def test_sandbox_memory_limit_and_scratch_files():
+    out, code, problem = run_python("x = bytearray(2**31)", SandboxLimits(memory_bytes=256 * 2**20))
+    assert problem and "MemoryError" in out
+    out, code, problem = run_python("open('a.txt', 'w').write('hi')\nprint(open('a.txt').read())")
+    assert problem is None and out.strip() == "hi"
