@@ -37,6 +37,12 @@ ENVS: list[EnvInfo] = [
             "RagSupport-v0 + RULER group judge; reward = 0.5 * env components + 0.5 * ruler score",
             vector_entry_point="rubricgym.wrappers.ruler:make_ruler_vector_env",
             kwargs={"base_env": "RagSupport-v0", "combine": {"env": 0.5, "ruler": 0.5}}),
+    EnvInfo("ToolUse-v0", "rubricgym.envs.tools:ToolUseEnv",
+            "multi-turn customer service on a fresh SQLite database (9 tools with business rules, 70 tasks per split); reward = goal end state + progress"),
+    EnvInfo("ToolUseRuler-v0", "rubricgym.wrappers.ruler:make_ruler_env",
+            "ToolUse-v0 + RULER (the judge sees the tool schemas); reward = 0.75 * env + 0.25 * ruler score",
+            vector_entry_point="rubricgym.wrappers.ruler:make_ruler_vector_env",
+            kwargs={"base_env": "ToolUse-v0", "combine": {"env": 0.75, "ruler": 0.25}}),
     EnvInfo("FunctionCall-v0", "rubricgym.envs.tools:FunctionCallEnv",
             "single-turn function calling on BFCL-format rows (dataset=<category or .jsonl>); reward = BFCL AST check"),
 ]
