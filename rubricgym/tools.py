@@ -197,6 +197,24 @@ def run_tool_call(call: ToolCall, tools: dict[str, Tool]) -> tuple[str, str | No
         return f"Error: {err}", str(err)
 
 
+def execute_tool_calls(parsed: ParsedAction, tools: dict[str, Tool],
+                       after_each: Callable[[], None] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Run an action's tool calls: the messages to append (a ``tool`` message per well-formed call,
+    a ``user`` message per malformed one, which has no id to answer) and the errors met."""
+    messages: list[dict[str, Any]] = []
+    errors = list(parsed.errors)
+    for call in parsed.tool_calls:
+        text, error = run_tool_call(call, tools)
+        if after_each is not None:
+            after_each()
+        messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
+        if error:
+            errors.append(error)
+    for problem in parsed.errors:
+        messages.append({"role": "user", "content": f"Tool call error: {problem}"})
+    return messages, errors
+
+
 # --------------------------------------------------------------------------------------------
 # Calculator: arithmetic through simpleeval (no Python eval), with bounds on sizes.
 

@@ -1,5 +1,8 @@
 """Wrappers: the group vector env, reward wrappers and adapters for other agents."""
 
+from .combine import combine_reward
 from .group import GroupVectorEnv, make_group_vector_env
+from .sb3 import CandidateActions, hashed_features, math_candidates, tooluse_candidates
 
-__all__ = ["GroupVectorEnv", "make_group_vector_env"]
+__all__ = ["CandidateActions", "GroupVectorEnv", "combine_reward", "hashed_features", "make_group_vector_env",
+           "math_candidates", "tooluse_candidates"]

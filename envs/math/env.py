@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from rubricgym.spaces import AssistantReplySpace, ChatSpace
-from rubricgym.tools import Tool, parse_action, resolve_tools, run_tool_call
+from rubricgym.tools import Tool, execute_tool_calls, parse_action, resolve_tools
 
 from .grader import answers_match, extract_answer
 from .tasks import MathTask, load_tasks, parse_task_id
@@ -168,24 +168,13 @@ class MathEnv(gym.Env):
             return self._finish(answer_text=None, error=parsed.invalid, truncated=False)
         self.messages.append(parsed.assistant_message())
         if self.tools and parsed.wants_tools:
-            errors = self._run_tools(parsed)
+            results, errors = execute_tool_calls(parsed, self.tools)
+            self.messages += results
             if self._turn >= self.max_turns:
                 return self._finish(answer_text=None, error="turn limit reached without a final answer", truncated=True)
             extra = {"error": "; ".join(errors)} if errors else {}
             return list(self.messages), 0.0, False, False, self._info(reward_components={}, **extra)
         return self._finish(answer_text=parsed.content, error=None, truncated=False)
-
-    def _run_tools(self, parsed) -> list[str]:
-        errors = list(parsed.errors)
-        for call in parsed.tool_calls:
-            result, error = run_tool_call(call, self.tools)
-            self.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result})
-            if error:
-                errors.append(error)
-        for problem in parsed.errors:
-            # a malformed call has no id to answer, so the error comes back as a user turn
-            self.messages.append({"role": "user", "content": f"Tool call error: {problem}"})
-        return errors
 
     def _finish(self, answer_text: str | None, error: str | None, truncated: bool):
         cfg = self.config

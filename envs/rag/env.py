@@ -9,7 +9,7 @@ import gymnasium as gym
 from pydantic import BaseModel, Field
 
 from rubricgym.spaces import AssistantReplySpace, ChatSpace
-from rubricgym.tools import Tool, ToolError, parse_action, run_tool_call
+from rubricgym.tools import Tool, ToolError, execute_tool_calls, parse_action
 
 from .kb import Article, RagTask, SupportDataset, load_support_dataset
 from .retrieval import Retriever, make_retriever
@@ -144,14 +144,8 @@ class RagSupportEnv(gym.Env):
             return self._finish(None, error=parsed.invalid, truncated=False)
         self.messages.append(parsed.assistant_message())
         if self.tools and parsed.wants_tools:
-            errors = list(parsed.errors)
-            for call in parsed.tool_calls:
-                text, error = run_tool_call(call, self.tools)
-                self.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
-                if error:
-                    errors.append(error)
-            for problem in parsed.errors:
-                self.messages.append({"role": "user", "content": f"Tool call error: {problem}"})
+            results, errors = execute_tool_calls(parsed, self.tools)
+            self.messages += results
             if self._turn >= self.max_turns:
                 return self._finish(None, error="turn limit reached without a final answer", truncated=True)
             return list(self.messages), 0.0, False, False, self._info(reward_components={}, **({"error": "; ".join(errors)} if errors else {}))

@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 
 from rubricgym.spaces import AssistantReplySpace, ChatSpace
-from rubricgym.tools import parse_action, run_tool_call
+from rubricgym.tools import execute_tool_calls, parse_action
 
 from .shop import KINDS, REFUND_WINDOW_DAYS, Shop, ShopTask, create_database, make_task, populate, shop_tools, table_state
 
@@ -119,15 +119,8 @@ class ToolUseEnv(gym.Env):
             errors.append(parsed.invalid)
         elif parsed.wants_tools:
             self.messages.append(parsed.assistant_message())
-            for call in parsed.tool_calls:
-                text, error = run_tool_call(call, self.tools)
-                self.db.commit()
-                self.messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
-                if error:
-                    errors.append(error)
-            for problem in parsed.errors:
-                self.messages.append({"role": "user", "content": f"Tool call error: {problem}"})
-                errors.append(problem)
+            results, errors = execute_tool_calls(parsed, self.tools, after_each=self.db.commit)
+            self.messages += results
         else:
             self.messages.append(parsed.assistant_message())
             return self._finish(truncated=False)
