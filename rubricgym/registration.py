@@ -25,6 +25,8 @@ class EnvInfo:
 ENVS: list[EnvInfo] = [
     EnvInfo("Math-v0", "rubricgym.envs.math:MathEnv",
             "math problems (built-in generator, GSM8K, MATH-500, AIME, DAPO); verified \\boxed{} answer, +1/-1; tools=['calculator'] for multi-turn"),
+    EnvInfo("MathFunction-v0", "rubricgym.wrappers.function:make_math_function_env",
+            "Math-v0 + a hand-written shaped reward (+0.2 for \\boxed{}, minus a length penalty) summed with the outcome"),
     EnvInfo("MathRuler-v0", "rubricgym.wrappers.ruler:make_ruler_env",
             "Math-v0 + RULER group judge (judge='local' by default); reward = outcome (+1/-1) + ruler score (0..1)",
             vector_entry_point="rubricgym.wrappers.ruler:make_ruler_vector_env", kwargs={"base_env": "Math-v0"}),

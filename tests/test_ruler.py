@@ -210,3 +210,28 @@ def test_math_ruler_single_env_check_env_and_relative_history():
     assert info["ruler_relative_to"] == 1 and reward == pytest.approx(-0.8)
     assert len(trajectory_blocks(backend.requests[-1])) == 2
     assert info["reward_components"] == pytest.approx({"outcome": -1.0, "env": -1.0, "ruler": 0.2})
+
+
+def test_function_reward_wrapper_and_math_function_env():
+    from rubricgym.wrappers import FunctionReward
+
+    env = gym.make("MathFunction-v0")
+    check_env(env.unwrapped)
+    _, info = env.reset(options={"task_id": "gen-L1-test-2"})
+    _, reward, *_, info = env.step(f"\\boxed{{{info['answer']}}}")
+    assert reward == pytest.approx(1.2) and info["reward_components"]["shaped"] == pytest.approx(0.2)
+    env.reset(options={"task_id": "gen-L1-test-2"})
+    _, reward, *_, info = env.step("x" * 400 + " 12345")
+    assert info["reward_components"]["shaped"] == pytest.approx(-0.2 * 2.06, abs=0.05) and reward < -1.0
+
+    def broken(messages, info):
+        raise KeyError("oops")
+
+    wrapped = FunctionReward(gym.make("Math-v0").unwrapped, broken, name="mine")
+    _, info = wrapped.reset(options={"task_id": "gen-L1-test-2"})
+    _, reward, *_, info = wrapped.step(f"\\boxed{{{info['answer']}}}")
+    assert reward == 1.0 and "KeyError" in info["mine_error"] and "mine" not in info["reward_components"]
+    envs = gym.make_vec("MathFunction-v0", num_envs=2, group_size=2)
+    _, info = envs.reset(seed=0)
+    _, rewards, terminated, _, info = envs.step([f"\\boxed{{{info['answer'][0]}}}"] * 2)
+    assert list(rewards) == pytest.approx([1.2, 1.2]) and terminated.all()
