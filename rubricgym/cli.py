@@ -143,6 +143,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+
+    from rubricgym.agents.bench import BenchConfig, markdown_table, run_bench
+
+    config = BenchConfig(suites=tuple(args.suites.split(",")), schemes=tuple(s for s in args.schemes.split(",") if s),
+                         judge=args.judge, api_base=args.api_base, seed=args.seed, output_dir=args.output,
+                         command="rubricgym bench " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]))
+    if args.quick:
+        config.steps, config.groups_per_step, config.group_size, config.eval_tasks = 2, 1, 4, 24
+    if args.steps:
+        config.steps = args.steps
+    rows = run_bench(config)
+    print(markdown_table(rows))
+    scores = " ".join(f"{r['suite']}:{r['scheme']}={r['held_out_after']:.3f}" for r in rows)
+    print(f"RESULT schemes={len(rows)} {scores}")
+    return 0
+
+
 def _add_env_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", default="Math-v0")
     p.add_argument("--dataset", default=None, help="generated (default), gsm8k, math500, aime2024, a path, or a hub id")
@@ -205,6 +225,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", type=int, default=100)
     p.add_argument("--k", default="1", help="comma-separated: 1 = greedy accuracy, k > 1 = pass@k")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("bench", help="compare reward schemes side by side (same env family, agent, seeds, budget)")
+    p.add_argument("--suites", default="math,rag")
+    p.add_argument("--schemes", default="", help="comma-separated subset, e.g. rlvr,ruler")
+    p.add_argument("--judge", default="local", help="judge / verifier model ('local' = the in-process default model)")
+    p.add_argument("--api-base", default=None)
+    p.add_argument("--steps", type=int, default=0, help="training steps per scheme (default 12; --quick 2)")
+    p.add_argument("--quick", action="store_true", help="a small budget that finishes in under 10 minutes on CPU")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", default="benchmarks/results")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 

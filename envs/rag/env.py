@@ -50,6 +50,8 @@ class RagSupportConfig:
     weights: dict[str, float] = field(default_factory=lambda: {"f1": 0.4, "citation": 0.2, "refusal": 0.2, "grounded": 0.2})
     """The env's reward = weighted sum of the components (all four always reported)."""
     max_action_chars: int = 50_000
+    split: str = "all"
+    """``all``, or ``train`` / ``test``: every fifth question is held out for ``test``."""
 
 
 class RagSupportEnv(gym.Env):
@@ -74,6 +76,12 @@ class RagSupportEnv(gym.Env):
             raise ValueError(f"unknown reward components in weights: {sorted(unknown)}")
         self.render_mode = render_mode
         self.dataset = load_support_dataset(cfg.dataset)
+        if cfg.split not in ("all", "train", "test"):
+            raise ValueError(f"split must be 'all', 'train' or 'test', got {cfg.split!r}")
+        if cfg.split != "all":
+            keep = [t for i, t in enumerate(self.dataset.tasks) if (i % 5 == 0) == (cfg.split == "test")]
+            self.dataset = SupportDataset(self.dataset.name, self.dataset.articles, keep, self.dataset.company,
+                                          self.dataset.contact)
         self.tasks_by_id = {t.id: t for t in self.dataset.tasks}
         self.retriever: Retriever = make_retriever(cfg.retriever, self.dataset.articles)
         self.known_ids = [a.id for a in self.dataset.articles]
