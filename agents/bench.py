@@ -57,6 +57,9 @@ class BenchConfig:
     api_base: str | None = None
     seed: int = 0
     math_levels: tuple[int, ...] = (1,)
+    judge_max_tokens: int = 1024
+    """Completion budget of one RULER call (small local judges ramble: --quick uses 300)."""
+    judge_max_fixes: int = 2
     output_dir: str = "benchmarks/results"
     command: str = ""
 
@@ -68,9 +71,9 @@ def _env_kwargs(suite: str, env_id: str, extra: dict[str, Any], config: BenchCon
     else:
         kwargs["split"] = "train"
     if "Ruler" in env_id:
-        kwargs["judge"] = config.judge
+        kwargs.update(judge=config.judge, max_tokens=config.judge_max_tokens, max_fixes=config.judge_max_fixes)
     if "Rubric" in env_id:
-        kwargs["verifier"] = config.judge
+        kwargs.update(verifier=config.judge, max_fixes=config.judge_max_fixes)
     if config.api_base and ("Ruler" in env_id or "Rubric" in env_id):
         kwargs["api_base"] = config.api_base
     return kwargs

@@ -187,13 +187,24 @@ class Policy:
 
     def token_logprobs(self, batch: dict[str, torch.Tensor], temperature: float | None = None,
                        return_hidden: bool = False):
-        """Log-probs of each token given the ones before it (position t scores token t; t=0 gets 0)."""
+        """Log-probs of each token given the ones before it (position t scores token t).
+
+        Completions are right-aligned (left padding), so only the last ``completion width``
+        positions need logits: the LM head runs on those alone (``logits_to_keep``), which keeps
+        the (batch x positions x vocabulary) tensor small. Other positions get 0.
+        """
         temperature = temperature if temperature is not None else self.config.temperature
+        width = batch["input_ids"].shape[1]
+        mask = batch.get("completion_mask")
+        # right-aligned completions fill the last (longest completion) columns
+        keep = width - 1 if mask is None else min(max(int((mask.sum(0) > 0).sum()), 1), width - 1)
         out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         position_ids=batch["position_ids"], output_hidden_states=return_hidden, use_cache=False)
-        logits = out.logits[:, :-1].float() / temperature
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, batch["input_ids"][:, 1:].unsqueeze(-1)).squeeze(-1)
-        logprobs = F.pad(logprobs, (1, 0))
+                         position_ids=batch["position_ids"], output_hidden_states=return_hidden, use_cache=False,
+                         logits_to_keep=keep + 1)
+        logits = out.logits[:, :-1].float() / temperature  # position j predicts token j + 1
+        targets = batch["input_ids"][:, width - keep:]
+        chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        logprobs = F.pad(chosen, (width - keep, 0))
         if return_hidden:
             return logprobs, out.hidden_states[-1]
         return logprobs

@@ -154,6 +154,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          command="rubricgym bench " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]))
     if args.quick:
         config.steps, config.groups_per_step, config.group_size, config.eval_tasks = 2, 1, 4, 24
+        config.judge_max_tokens, config.judge_max_fixes = 300, 1
     if args.steps:
         config.steps = args.steps
     rows = run_bench(config)
