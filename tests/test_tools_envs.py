@@ -62,7 +62,7 @@ SANDBOX_CASES = {
     "fork_bomb": ("import os\nwhile True:\n    os.fork()", "os.fork is not allowed"),
     "read_outside": ("print(open('/etc/passwd').read())", "reading '/etc/passwd' is outside"),
     "write_outside": ("open('/tmp/rubricgym-evil.txt', 'w').write('x')", "writing '/tmp/rubricgym-evil.txt' is outside"),
-    "infinite_loop": ("while True:\n    pass", "ran longer than"),
+    "infinite_loop": ("while True:\n    pass", ("ran longer than", "more CPU time than allowed")),  # whichever limit hits first
     "huge_output": ("print('x' * 5_000_000)", "only the first 8,000 are shown"),
     "huge_file": ("open('big.bin', 'wb').write(b'0' * (20 * 2**20))", "File too large"),
     "subprocess": ("import subprocess\nsubprocess.run(['ls'])", "subprocess.Popen is not allowed"),
@@ -79,7 +79,8 @@ def test_sandbox_contains_hostile_code_and_env_stays_usable(name):
     obs, reward, terminated, truncated, info = env.step(call)
     assert time.perf_counter() - start < 10
     assert not terminated and obs[-1]["role"] == "tool" and obs[-1]["content"].startswith("Error:")
-    assert fragment in obs[-1]["content"], obs[-1]["content"][-500:]
+    fragments = fragment if isinstance(fragment, tuple) else (fragment,)
+    assert any(f in obs[-1]["content"] for f in fragments), obs[-1]["content"][-500:]
     # the env is still usable: the next call works
     obs, *_ = env.step('<tool_call>' + json.dumps({"name": "python", "arguments": {"code": "print(6 * 7)"}}) + '</tool_call>')
     assert obs[-1]["content"].strip() == "42"
