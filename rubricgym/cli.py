@@ -68,7 +68,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
         rubric = Path(args.rubric[1:]).read_text() if args.rubric.startswith("@") else args.rubric
     llm_config = LLMConfig(timeout_s=args.timeout, cache_dir=None if args.no_cache else LLMConfig().cache_dir)
     judge = make_llm(args.judge, api_base=args.api_base, config=llm_config)
-    config = RulerConfig(rubric=rubric, permutations=args.permutations, shuffle=args.shuffle, seed=args.seed)
+    config = RulerConfig(rubric=rubric, permutations=args.permutations, shuffle=args.shuffle, seed=args.seed,
+                         max_tokens=args.max_tokens)
     result = ruler_score_sync(trajectories, judge, config, tools)
     if args.debug:
         print_ruler_result(result, title=f"RULER ({judge.name})", labels=labels)
@@ -198,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shuffle", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per judge call")
+    p.add_argument("--max-tokens", type=int, default=1024, help="completion budget of the judge call")
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("--debug", action="store_true", help="print the judge's reasoning (rich table)")
     p.set_defaults(func=cmd_judge)

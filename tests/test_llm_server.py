@@ -42,7 +42,7 @@ def test_cli_judge_against_server(llama_server, tmp_path):
     example = Path(__file__).resolve().parents[1] / "examples" / "refund_group.jsonl"
     out = subprocess.run(
         [sys.executable, "-m", "rubricgym.cli", "judge", str(example), "--judge", "openai/smollm2",
-         "--api-base", llama_server, "--no-cache", "--debug"],
+         "--api-base", llama_server, "--no-cache", "--debug", "--max-tokens", "400", "--timeout", "300"],
         capture_output=True, text=True, timeout=600)
     print(out.stdout, out.stderr[-2000:])
     assert out.returncode == 0, out.stderr[-2000:]
