@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from rubricgym.llm import LLM, LLMConfig, make_llm
+
 from .policy import PolicyConfig
 from .train import TrainConfig, Trainer, evaluate
 
@@ -52,31 +54,48 @@ class BenchConfig:
     groups_per_step: int = 2
     eval_tasks: int = 48
     max_new_tokens: int = 48
-    judge: str = "local"
-    """Judge / verifier: a LiteLLM model string, ``openai/<name>`` with ``api_base``, or ``local``."""
+    judge: Any = "local"
+    """Judge / verifier: a LiteLLM model string, ``openai/<name>`` with ``api_base``, ``local``, or an LLM / backend."""
     api_base: str | None = None
     seed: int = 0
     math_levels: tuple[int, ...] = (1,)
     judge_max_tokens: int = 1024
     """Completion budget of one RULER call (small local judges ramble: --quick uses 300)."""
     judge_max_fixes: int = 2
+    """Fix requests after an invalid judge reply (constrained decoding makes them rare)."""
+    judge_timeout_s: float = 120.0
+    """Limit on one judge call."""
+    judge_explanation_chars: int | None = None
+    """Longest RULER explanation per trajectory; None: 0 (scores only) for the in-process judge,
+    whose explanations echo the input and cost most of its tokens, 160 for any other judge."""
     output_dir: str = "benchmarks/results"
     command: str = ""
 
 
-def _env_kwargs(suite: str, env_id: str, extra: dict[str, Any], config: BenchConfig) -> dict[str, Any]:
+def _env_kwargs(suite: str, env_id: str, extra: dict[str, Any], config: BenchConfig, judge: LLM) -> dict[str, Any]:
     kwargs = dict(extra)
     if suite == "math":
         kwargs["levels"] = config.math_levels
     else:
         kwargs["split"] = "train"
     if "Ruler" in env_id:
-        kwargs.update(judge=config.judge, max_tokens=config.judge_max_tokens, max_fixes=config.judge_max_fixes)
+        kwargs.update(judge=judge, max_tokens=config.judge_max_tokens, max_fixes=config.judge_max_fixes,
+                      explanation_max_chars=_explanation_chars(config))
     if "Rubric" in env_id:
-        kwargs.update(verifier=config.judge, max_fixes=config.judge_max_fixes)
-    if config.api_base and ("Ruler" in env_id or "Rubric" in env_id):
-        kwargs["api_base"] = config.api_base
+        kwargs.update(verifier=judge, max_fixes=config.judge_max_fixes)
     return kwargs
+
+
+def _explanation_chars(config: BenchConfig) -> int:
+    if config.judge_explanation_chars is not None:
+        return config.judge_explanation_chars
+    return 0 if isinstance(config.judge, str) and config.judge.startswith("local") else 160
+
+
+def _scheme_judge(backend, config: BenchConfig) -> LLM:
+    # one client per scheme over one backend (the in-process model loads once): its usage counts
+    # only that scheme's calls, and no disk cache, so a rerun pays for (and times) every call
+    return LLM(backend, LLMConfig(cache_dir=None, timeout_s=config.judge_timeout_s, max_tokens=config.judge_max_tokens))
 
 
 def _held_out(policy, suite: str, config: BenchConfig) -> float:
@@ -85,61 +104,74 @@ def _held_out(policy, suite: str, config: BenchConfig) -> float:
     return evaluate(policy, {"split": "test"}, tasks=config.eval_tasks, env_id="RagSupport-v0")["accuracy"]
 
 
-def _judge_usage(envs) -> dict[str, float]:
-    client = getattr(envs, "judge", None) or getattr(getattr(envs, "scorer", None), "verifier", None)
-    if client is None:
-        return {"judge_calls": 0, "judge_prompt_tokens": 0, "judge_completion_tokens": 0}
-    return {"judge_calls": client.usage.calls, "judge_prompt_tokens": client.usage.prompt_tokens,
-            "judge_completion_tokens": client.usage.completion_tokens}
+def _judge_usage(judge: LLM | None) -> dict[str, float]:
+    if judge is None:
+        return {"judge_calls": 0, "judge_prompt_tokens": 0, "judge_completion_tokens": 0, "judge_failures": 0}
+    return {"judge_calls": judge.usage.calls, "judge_prompt_tokens": judge.usage.prompt_tokens,
+            "judge_completion_tokens": judge.usage.completion_tokens, "judge_failures": judge.usage.failures}
 
 
 def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]]:
+    from tqdm import tqdm
+
     rows: list[dict[str, Any]] = []
-    curves: dict[str, list[float]] = {}
+    curves: dict[str, dict[str, list[float]]] = {}
+    backend = make_llm(config.judge, api_base=config.api_base).backend
     for suite in config.suites:
         before = None
         for name, (env_id, extra) in SCHEMES[suite].items():
             if config.schemes and name not in config.schemes and f"{suite}:{name}" not in config.schemes:
                 continue
-            train_config = TrainConfig(env=env_id, env_kwargs=_env_kwargs(suite, env_id, extra, config), algo="grpo",
+            judged = "Ruler" in env_id or "Rubric" in env_id
+            judge = _scheme_judge(backend, config)
+            train_config = TrainConfig(env=env_id, env_kwargs=_env_kwargs(suite, env_id, extra, config, judge), algo="grpo",
                                        steps=config.steps, group_size=config.group_size,
                                        groups_per_step=config.groups_per_step, seed=config.seed, eval_tasks=0,
                                        checkpoint_every=0, output_dir=f"/tmp/rubricgym-bench/{suite}-{name}",
                                        policy=PolicyConfig(max_new_tokens=config.max_new_tokens))
-            started = time.perf_counter()
             trainer = Trainer(train_config)
-            if before is None:
+            if before is None:  # same base weights for every scheme: measured once per suite, untimed
                 before = _held_out(trainer.policy, suite, config)
-            rewards, completion_tokens, prompt_tokens = [], 0, 0
-            for _ in range(config.steps):
-                stats = trainer.train_step()
-                rewards.append(stats["reward"])
-                completion_tokens += int(stats["completion_tokens"])
+            started = time.perf_counter()
+            history: list[dict[str, float]] = []
+            for _ in tqdm(range(config.steps), desc=f"{suite}:{name}", disable=not progress, leave=False):
+                history.append(trainer.train_step())
             after = _held_out(trainer.policy, suite, config)
-            usage = _judge_usage(trainer.envs)
+            usage = _judge_usage(judge if judged else None)
+            rubric_valid = [h["rubric_valid_fraction"] for h in history if "rubric_valid_fraction" in h]
             rows.append({"suite": suite, "scheme": name, "env": env_id, "held_out_before": before, "held_out_after": after,
-                         "mean_train_reward": float(np.mean(rewards)), "policy_completion_tokens": completion_tokens,
+                         "mean_train_reward": float(np.mean([h["reward"] for h in history])),
+                         "mean_train_accuracy": float(np.mean([h["train_accuracy"] for h in history])),
+                         "policy_completion_tokens": int(sum(h["completion_tokens"] for h in history)),
+                         "judge_failed_groups": int(sum(h["judge_failed_groups"] for h in history)),
+                         "rubric_valid_fraction": float(np.mean(rubric_valid)) if rubric_valid else None,
                          **usage, "minutes": (time.perf_counter() - started) / 60})
-            curves[f"{suite}:{name}"] = rewards
+            curves[f"{suite}:{name}"] = {"reward": [h["reward"] for h in history],
+                                         "accuracy": [h["train_accuracy"] for h in history]}
             if progress:
-                print(f"{suite}:{name:<18} held-out {before:.3f} -> {after:.3f}  train reward {np.mean(rewards):+.3f}  "
-                      f"judge calls {usage['judge_calls']}  {rows[-1]['minutes']:.1f} min", flush=True)
+                print(f"{suite}:{name:<18} held-out {before:.3f} -> {after:.3f}  train reward "
+                      f"{rows[-1]['mean_train_reward']:+.3f}  judge calls {usage['judge_calls']} "
+                      f"(failed groups {rows[-1]['judge_failed_groups']})  {rows[-1]['minutes']:.1f} min", flush=True)
             trainer.envs.close()
     write_results(rows, curves, config)
     return rows
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| suite | scheme | held-out before | held-out after | mean training reward | judge calls | judge prompt / completion tokens | policy completion tokens | minutes |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| suite | scheme | held-out before | held-out after | mean training reward | mean training success "
+             "| judge calls (failed groups) | judge prompt / completion tokens | rubric valid fraction "
+             "| policy completion tokens | minutes |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
+        valid = "" if r.get("rubric_valid_fraction") is None else f"{r['rubric_valid_fraction']:.2f}"
         lines.append(f"| {r['suite']} | {r['scheme']} | {r['held_out_before']:.3f} | {r['held_out_after']:.3f} | "
-                     f"{r['mean_train_reward']:+.3f} | {r['judge_calls']} | {r['judge_prompt_tokens']} / "
-                     f"{r['judge_completion_tokens']} | {r['policy_completion_tokens']} | {r['minutes']:.1f} |")
+                     f"{r['mean_train_reward']:+.3f} | {r['mean_train_accuracy']:.3f} | {r['judge_calls']} "
+                     f"({r['judge_failed_groups']}) | {r['judge_prompt_tokens']} / {r['judge_completion_tokens']} | "
+                     f"{valid} | {r['policy_completion_tokens']} | {r['minutes']:.1f} |")
     return "\n".join(lines)
 
 
-def write_results(rows: list[dict[str, Any]], curves: dict[str, list[float]], config: BenchConfig) -> None:
+def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[float]]], config: BenchConfig) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,19 +180,24 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, list[float]], co
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     tag = "quick" if config.steps <= 4 else "full"
-    fig, axes = plt.subplots(1, len(config.suites), figsize=(6 * len(config.suites), 4), squeeze=False)
-    for ax, suite in zip(axes[0], config.suites):
-        for key, values in curves.items():
-            if key.startswith(suite + ":"):
-                ax.plot(range(1, len(values) + 1), values, marker="o", label=key.split(":", 1)[1])
-        ax.set_title(f"{suite}: training reward per step (each scheme on its own scale)")
-        ax.set_xlabel("step")
-        ax.legend()
+    fig, axes = plt.subplots(2, len(config.suites), figsize=(6 * len(config.suites), 7), squeeze=False)
+    for column, suite in enumerate(config.suites):
+        for row, (metric, label) in enumerate([("reward", "training reward (each scheme on its own scale)"),
+                                               ("accuracy", "training success (verified, same scale)")]):
+            ax = axes[row][column]
+            for key, values in curves.items():
+                if key.startswith(suite + ":"):
+                    ax.plot(range(1, len(values[metric]) + 1), values[metric], marker="o", label=key.split(":", 1)[1])
+            ax.set_title(f"{suite}: {label}", fontsize=10)
+            ax.set_xlabel("step")
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / f"reward_schemes_{tag}.png", dpi=110)
     plt.close(fig)
     (out / f"reward_schemes_{tag}.md").write_text(
-        f"Command: `{config.command}`\n\nJudge: `{config.judge}`{' at ' + config.api_base if config.api_base else ''}; "
+        f"Command: `{config.command}`\n\nJudge: `{getattr(config.judge, 'name', config.judge)}`"
+        f"{' at ' + config.api_base if config.api_base else ''} (RULER explanations up to {_explanation_chars(config)} "
+        f"characters, {config.judge_max_tokens} tokens per call); "
         f"seed {config.seed}; {config.steps} steps of {config.groups_per_step} groups x {config.group_size}; "
         f"held-out tasks {config.eval_tasks}.\n\n{markdown_table(rows)}\n")
     (out / f"reward_schemes_{tag}.json").write_text(json.dumps({"config": config.__dict__, "rows": rows}, indent=2, default=str))

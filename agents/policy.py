@@ -31,6 +31,9 @@ class PolicyConfig:
     lora_target_modules: str | list[str] = "all-linear"
     max_new_tokens: int = 48
     """Completion budget per turn."""
+    role_max_new_tokens: dict[str, int] = field(default_factory=lambda: {"rubricator": 200})
+    """Per-role budgets that override ``max_new_tokens`` (a rubric in JSON needs more room
+    than a short answer)."""
     temperature: float = 1.0
     """Sampling temperature (log-probs are of the tempered distribution, in sampling and training)."""
     top_p: float = 1.0

@@ -58,11 +58,15 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
     group_finished = np.zeros(base.num_groups, dtype=bool)
     for _ in range(max_steps):
         acting = [i for i in range(n) if not waiting[i] and not group_finished[base.group_of(i)]]
-        samples = policy.sample([list(obs[i]) for i in acting], greedy=greedy)
         actions: list[Any] = [""] * n
-        for i, sample in zip(acting, samples):
-            actions[i] = sample.text
-            pending[i].append((sample, str(roles[i]) if roles[i] is not None else "reasoner"))
+        acting_roles = {i: str(roles[i]) if roles[i] is not None else "reasoner" for i in acting}
+        for role in sorted(set(acting_roles.values())):
+            members = [i for i in acting if acting_roles[i] == role]
+            samples = policy.sample([list(obs[i]) for i in members], greedy=greedy,
+                                    max_new_tokens=policy.config.role_max_new_tokens.get(role))
+            for i, sample in zip(members, samples):
+                actions[i] = sample.text
+                pending[i].append((sample, role))
         obs, rewards, terminated, truncated, info = envs.step(actions)
         batch.steps += 1
         member_done = info.get("member_done", np.zeros(n, dtype=bool))

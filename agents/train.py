@@ -138,6 +138,7 @@ class Trainer:
                      train_accuracy=float(np.mean(batch.episode_correct)), completion_tokens=float(completion_tokens),
                      mean_completion_tokens=completion_tokens / max(1, len(batch.turns)),
                      rollout_seconds=rollout_s, step_seconds=time.perf_counter() - start)
+        stats["judge_failed_groups"] = float(sum(bool(i.get("ruler_failed")) for i in batch.infos))
         rubric_rows = [i["rubric_stats"] for i in batch.infos if isinstance(i.get("rubric_stats"), dict)]
         for key in ("valid_fraction", "mean_valid_corr", "mean_cot_reward", "num_items"):
             if rubric_rows:

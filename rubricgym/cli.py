@@ -158,6 +158,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         config.judge_max_tokens, config.judge_max_fixes = 300, 1
     if args.steps:
         config.steps = args.steps
+    if args.judge_explanation_chars is not None:
+        config.judge_explanation_chars = args.judge_explanation_chars
     rows = run_bench(config)
     print(markdown_table(rows))
     scores = " ".join(f"{r['suite']}:{r['scheme']}={r['held_out_after']:.3f}" for r in rows)
@@ -236,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-base", default=None)
     p.add_argument("--steps", type=int, default=0, help="training steps per scheme (default 12; --quick 2)")
     p.add_argument("--quick", action="store_true", help="a small budget that finishes in under 10 minutes on CPU")
+    p.add_argument("--judge-explanation-chars", type=int, default=None,
+                   help="longest RULER explanation (default: 0, scores only, for the local judge; 160 otherwise)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="benchmarks/results")
     p.set_defaults(func=cmd_bench)

@@ -154,7 +154,9 @@ def test_tool_and_env_tokens_never_enter_the_loss(tokenizer):
     script = iter(['<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>', "\\boxed{42}"])
 
     class ScriptedPolicy:
-        def sample(self, conversations, greedy=False):
+        config = policy.config
+
+        def sample(self, conversations, greedy=False, max_new_tokens=None):
             text = next(script)
             prompt = policy.encode_prompt(conversations[0])
             return [Sample(prompt, policy.tokenizer(text, add_special_tokens=False)["input_ids"], [0.0], text, False)]
@@ -200,11 +202,14 @@ def test_ppo_trains_reasoner_and_rubricator_with_one_set_of_weights(tokenizer):
     from judges import scripted_judge
 
     verifier, _ = scripted_judge(lambda m, i: json.dumps({"satisfied": [True] * m[1]["content"].count("\n1.")}))
-    policy = tiny_policy(tokenizer, max_new_tokens=6)
+    policy = tiny_policy(tokenizer, max_new_tokens=6, role_max_new_tokens={"rubricator": 11})
     envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier=verifier, levels=(1,))
     batch = collect_rollouts(envs, policy, seed=0)
     roles = [t.role for t in batch.turns]
     assert roles.count("reasoner") == 4 and roles.count("rubricator") == 4
+    # each role samples under its own budget (a random tiny model rarely stops early)
+    lengths = {role: max(len(t.sample.completion_ids) for t in batch.turns if t.role == role) for role in set(roles)}
+    assert lengths["reasoner"] <= 6 and 6 < lengths["rubricator"] <= 11
     rubricator_prompt = policy.tokenizer.decode(batch.turns[[i for i, r in enumerate(roles) if r == "rubricator"][0]].sample.prompt_ids)
     assert "grading rubrics" in rubricator_prompt
     ppo = PPO(policy)

@@ -22,3 +22,20 @@ def test_bench_writes_table_plot_and_command(tmp_path):
     assert "Command: `rubricgym bench --test`" in table and "| math | function |" in table
     assert (tmp_path / "reward_schemes_quick.png").stat().st_size > 1000
     assert json.loads((tmp_path / "reward_schemes_quick.json").read_text())["rows"][0]["scheme"] == "rlvr"
+
+
+def test_bench_counts_each_judged_schemes_own_calls(tmp_path):
+    """Judged schemes get their own uncached client over the given backend: the ruler and
+    ruler+rlvr schemes see identical first rollouts, and both pay for (and count) their calls."""
+    from judges import reply_scores, scripted_judge
+    from rubricgym.agents.bench import BenchConfig, run_bench
+
+    judge, backend = scripted_judge(lambda messages, i: reply_scores(messages), cache_dir=None)
+    config = BenchConfig(suites=("math",), schemes=("ruler", "ruler+rlvr"), steps=2, group_size=2, groups_per_step=1,
+                         eval_tasks=2, max_new_tokens=8, judge=backend, output_dir=str(tmp_path), command="t")
+    rows = run_bench(config, progress=False)
+    assert [(r["judge_calls"], r["judge_failed_groups"]) for r in rows] == [(2, 0), (2, 0)]
+    assert len(backend.requests) == 4
+    # "replace" takes the judge's score alone (0.5 for unmarked replies); "sum" adds the outcome
+    assert rows[0]["mean_train_reward"] == 0.5
+    assert rows[1]["mean_train_reward"] == 0.5 + 2 * rows[1]["mean_train_accuracy"] - 1

@@ -36,3 +36,38 @@ def test_local_generation_respects_the_time_limit(local_llm):
     reply = asyncio.run(limited.complete([{"role": "user", "content": "Write a very long story about a dragon."}]))
     # transformers' max_time stops generation at the limit; the reply is whatever was generated
     assert time.perf_counter() - start < 5 and reply.completion_tokens < 2000
+
+
+def test_local_judge_is_held_to_the_reply_schema(local_llm):
+    """RULER with the in-process default model on the refund example: constrained decoding gives a
+    valid reply on the first call (ids from the enum, one score each) with no fix requests."""
+    import json
+    from pathlib import Path
+
+    from rubricgym.llm import LLMConfig
+    from rubricgym.llm.client import LLM
+    from rubricgym.wrappers.ruler import RulerConfig, ruler_score
+
+    rows = [json.loads(line) for line in (Path(__file__).parents[1] / "examples" / "refund_group.jsonl").open()]
+    judge = LLM(local_llm.backend, LLMConfig(cache_dir=None, timeout_s=300, max_retries=0))
+    result = asyncio.run(ruler_score([r["messages"] for r in rows], judge, RulerConfig(max_tokens=400, max_fixes=0, explanation_max_chars=100)))
+    assert not result.failed, result.error
+    assert result.judge_calls == 1 and len(result.scores) == 4
+    assert all(0.0 <= s <= 1.0 for s in result.scores)
+    assert all(len(e) <= 100 for e in result.explanations)
+
+
+def test_local_verifier_and_rubricator_follow_their_schemas(local_llm):
+    from rubricgym.llm import LLMConfig
+    from rubricgym.llm.client import LLM
+    from rubricgym.wrappers.rubrics import RubricItem, verify_rollout, write_rubric
+
+    llm = LLM(local_llm.backend, LLMConfig(cache_dir=None, timeout_s=300, max_retries=0))
+    items = [RubricItem(description="states the final answer in a box", score=2),
+             RubricItem(description="adds the two numbers step by step", score=1),
+             RubricItem(description="contradicts itself", score=-2)]
+    verdicts = asyncio.run(verify_rollout(llm, "What is 2 + 3?", "2 + 3 = 5, so \\boxed{5}.", items, max_fixes=0))
+    assert verdicts is not None and len(verdicts) == 3 and all(isinstance(v, bool) for v in verdicts)
+    rubric_set, text = asyncio.run(write_rubric(llm, "What is 2 + 3?", "2 + 3 = 5, so \\boxed{5}.", author=None))
+    assert rubric_set.format_ok, text
+    assert 3 <= len(rubric_set.items) <= 6

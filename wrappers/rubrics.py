@@ -71,13 +71,25 @@ RUBRICATOR_USER = "Problem:\n{problem}\n\nA solution attempt:\n{cot}\n\nWrite th
 
 VERIFIER_SYSTEM = """\
 You check whether a math solution satisfies each rubric item. Judge only from the solution text. \
-Reply with only JSON: {"satisfied": [true or false for each item, in order]}."""
+Reply with only JSON: {"satisfied": ["yes" or "no" for each item, in order]}."""
 
 VERIFIER_USER = "Problem:\n{problem}\n\nSolution:\n{cot}\n\nRubric items:\n{items}"
 
 
 class Verdicts(BaseModel):
     satisfied: list[bool]
+    """"yes"/"no" (asked for: lm-format-enforcer 0.11 miscounts arrays of literals such as
+    booleans) or true/false; pydantic reads both."""
+
+
+RUBRIC_SCHEMA = {
+    "type": "object", "required": ["items"], "properties": {"items": {
+        "type": "array", "minItems": 3, "maxItems": 6, "items": {
+            "type": "object", "required": ["description", "score"], "properties": {
+                "description": {"type": "string", "minLength": 3, "maxLength": 160},
+                "score": {"type": "number"}}}}}}
+"""The reply schema a fixed-LLM rubricator is held to (servers and the in-process judge
+constrain decoding to it; the policy as rubricator is not constrained, its format is rewarded)."""
 
 
 def parse_rubric(text: str) -> tuple[Rubric | None, str | None]:
@@ -216,11 +228,11 @@ async def verify_rollout(verifier: LLM, problem: str, cot: str, items: Sequence[
     messages = [{"role": "system", "content": VERIFIER_SYSTEM},
                 {"role": "user", "content": VERIFIER_USER.format(problem=problem, cot=cot, items=render_items(items))}]
     schema = {"type": "object", "required": ["satisfied"], "properties": {"satisfied": {
-        "type": "array", "items": {"type": "boolean"}, "minItems": len(items), "maxItems": len(items)}}}
+        "type": "array", "items": {"type": "string", "enum": ["yes", "no"]}, "minItems": len(items), "maxItems": len(items)}}}
 
     def check(verdicts: Verdicts) -> str | None:
         if len(verdicts.satisfied) != len(items):
-            return f"expected {len(items)} true/false values, one per item, got {len(verdicts.satisfied)}"
+            return f"expected {len(items)} values ('yes' or 'no'), one per item, got {len(verdicts.satisfied)}"
         return None
 
     try:
@@ -255,7 +267,8 @@ async def write_rubric(rubricator: LLM, problem: str, cot: str, author: int | No
                        max_tokens: int = 300) -> tuple[RubricSet, str]:
     """A fixed-LLM rubricator turn: returns the rubric set and the raw reply."""
     try:
-        completion = await rubricator.complete(rubricator_messages(problem, cot), max_tokens=max_tokens)
+        completion = await rubricator.complete(rubricator_messages(problem, cot),
+                                               {"type": "json_object", "schema": RUBRIC_SCHEMA}, max_tokens=max_tokens)
         text = completion.text
     except LLMCallError as err:
         text = f"(rubricator call failed: {err})"

@@ -49,7 +49,7 @@ agent's system prompt in the shared context is the specification the agent had t
 Compare the trajectories with each other and give each a score from 0 to 1, following this rubric:
 {rubric}
 
-Reply with only a JSON object: {{"scores": [{{"trajectory_id": "<id>", "explanation": "<one or two sentences>", \
+Reply with only a JSON object: {{"scores": [{{"trajectory_id": "<id>", {explanation}\
 "score": <number from 0 to 1>}}]}} with exactly one entry for each trajectory id: {ids}."""
 
 
@@ -85,6 +85,10 @@ class RulerConfig:
     """Times an invalid reply (bad JSON, wrong ids or count) is sent back for a fix."""
     max_tokens: int = 1024
     """Completion budget of one judge call."""
+    explanation_max_chars: int = 160
+    """Longest explanation the reply schema allows: constrained decoders (llama.cpp, the
+    in-process judge) close the string there, so a rambling judge still finishes its reply.
+    0 asks for scores only (a tiny judge's explanations cost most of its tokens)."""
     debug: bool = False
     """Print each group's scores and the judge's reasoning (rich)."""
 
@@ -142,21 +146,27 @@ def build_judge_messages(trajectories: Sequence[Sequence[Message]], ids: Sequenc
     for index in order:
         body = "\n".join(render_message(m) for m in trajectories[index][prefix:])
         blocks.append(f'<trajectory id="{ids[index]}">\n{body}\n</trajectory>')
-    system = JUDGE_INSTRUCTIONS.format(rubric=config.rubric, ids=", ".join(ids[i] for i in order))
+    explanation = '"explanation": "<one or two sentences>", ' if config.explanation_max_chars > 0 else ""
+    system = JUDGE_INSTRUCTIONS.format(rubric=config.rubric, ids=", ".join(ids[i] for i in order), explanation=explanation)
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(blocks)}]
 
 
-def response_schema(ids: Sequence[str]) -> dict[str, Any]:
-    """JSON schema of the reply; servers with constrained decoding can only emit valid ids and counts."""
+def response_schema(ids: Sequence[str], explanation_max_chars: int = 160) -> dict[str, Any]:
+    """JSON schema of the reply; servers with constrained decoding can only emit valid ids and counts.
+
+    Example:
+        >>> response_schema(["t1", "t2"], 0)["properties"]["scores"]["items"]["required"]
+        ['trajectory_id', 'score']
+    """
+    item: dict[str, Any] = {"trajectory_id": {"type": "string", "enum": list(ids)}}
+    if explanation_max_chars > 0:
+        item["explanation"] = {"type": "string", "maxLength": explanation_max_chars}
+    item["score"] = {"type": "number"}
     return {
         "type": "object",
         "properties": {"scores": {
             "type": "array", "minItems": len(ids), "maxItems": len(ids),
-            "items": {"type": "object", "properties": {
-                "trajectory_id": {"type": "string", "enum": list(ids)},
-                "explanation": {"type": "string"},
-                "score": {"type": "number"},
-            }, "required": ["trajectory_id", "explanation", "score"]},
+            "items": {"type": "object", "properties": item, "required": list(item)},
         }},
         "required": ["scores"],
     }
@@ -212,7 +222,8 @@ async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | st
     async def one(order: list[int]):
         messages = build_judge_messages(unique_trajectories, ids, order, config, tools)
         response, completion = await judge.complete_json(
-            messages, RulerResponse, check=_check_ids(ids), schema=response_schema([ids[i] for i in order]),
+            messages, RulerResponse, check=_check_ids(ids),
+            schema=response_schema([ids[i] for i in order], config.explanation_max_chars),
             max_fixes=config.max_fixes, max_tokens=config.max_tokens)
         return response, completion
 

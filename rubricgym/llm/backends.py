@@ -51,15 +51,20 @@ class TransformersBackend:
     """An in-process causal LM (default: the project's SmolLM2-135M-Instruct, offline).
 
     Generation runs in a worker thread under transformers' ``max_time`` limit (the per-call
-    timeout), one call at a time. ``response_format`` is not enforced by decoding; the JSON in
-    the reply is extracted and validated by the client like any other.
+    timeout), one call at a time. A ``response_format`` with a ``schema`` is enforced by
+    decoding (lm-format-enforcer masks every token that would leave the schema), as llama.cpp
+    and vLLM servers do, so a small local judge emits parseable JSON with the right ids and
+    counts; ``constrained=False`` turns that off (the schema is then only shown in the prompt).
     """
 
-    def __init__(self, model: str | None = None, device: str = "cpu", model_and_tokenizer: Any = None):
+    def __init__(self, model: str | None = None, device: str = "cpu", model_and_tokenizer: Any = None,
+                 constrained: bool = True):
         self.model_name = model or "default"
-        self.name = f"local:{self.model_name}"
+        self.name = f"local:{self.model_name}" + ("" if constrained else ":unconstrained")
         self.device = device
+        self.constrained = constrained
         self._loaded = model_and_tokenizer
+        self._enforcer_data = None
         self._lock = threading.Lock()
 
     def _load(self):
@@ -84,14 +89,47 @@ class TransformersBackend:
             prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                                    return_dict=True).to(model.device)
             sample = temperature > 0
+            constraint = {}
+            if self.constrained and response_format and response_format.get("schema"):
+                constraint["prefix_allowed_tokens_fn"] = self._schema_constraint(tokenizer, response_format["schema"])
             with torch.no_grad():
                 output = model.generate(**prompt, max_new_tokens=max_tokens, do_sample=sample,
                                         temperature=temperature if sample else None, top_p=None, top_k=None,
-                                        max_time=timeout_s, pad_token_id=tokenizer.pad_token_id)
+                                        max_time=timeout_s, pad_token_id=tokenizer.pad_token_id, **constraint)
             new_tokens = output[0, prompt["input_ids"].shape[1]:]
             return Completion(text=tokenizer.decode(new_tokens, skip_special_tokens=True),
                               prompt_tokens=int(prompt["input_ids"].shape[1]), completion_tokens=int(new_tokens.shape[0]),
                               model=self.name)
+
+    def _schema_constraint(self, tokenizer, schema: dict[str, Any]):
+        """``prefix_allowed_tokens_fn`` for ``generate``: the tokens that keep the reply inside ``schema``."""
+        from lmformatenforcer import CharacterLevelParserConfig, JsonSchemaParser, TokenEnforcer, TokenEnforcerTokenizerData
+
+        if self._enforcer_data is None:
+            # lm-format-enforcer's own transformers glue does not import under transformers 5;
+            # this is the same vocabulary table, built once per backend (a few seconds).
+            # Decoding "0" + token and dropping the "0" keeps a word-initial space.
+            zero = tokenizer.encode("0", add_special_tokens=False)[-1]
+            special = set(tokenizer.all_special_ids)
+            regular = []
+            for token in range(len(tokenizer)):
+                if token not in special:
+                    text = tokenizer.decode([zero, token])[1:]
+                    regular.append((token, text, len(text) > len(tokenizer.decode([token]))))
+            self._enforcer_data = TokenEnforcerTokenizerData(
+                regular, lambda ids: tokenizer.decode(ids).rstrip("\ufffd"), tokenizer.eos_token_id, False, len(tokenizer))
+        # fields in the schema's "required" order: a judge explains before it scores
+        parser = JsonSchemaParser(schema, CharacterLevelParserConfig(force_json_field_order=True))
+        enforcer = TokenEnforcer(self._enforcer_data, parser)
+        eos = tokenizer.eos_token_id
+
+        def allowed(_batch: int, ids) -> list[int]:
+            tokens = enforcer.get_allowed_tokens(ids.tolist()).allowed_tokens
+            # once the object is complete only whitespace may follow, and small models pad with
+            # newlines up to max_tokens: stop right there
+            return [eos] if eos in tokens else tokens
+
+        return allowed
 
     async def complete(self, messages, response_format, timeout_s, **params) -> Completion:
         return await asyncio.to_thread(self._generate, messages, response_format, timeout_s, **params)
