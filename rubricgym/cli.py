@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schemes", default="", help="comma-separated subset, e.g. rlvr,ruler")
     p.add_argument("--judge", default="local", help="judge / verifier model ('local' = the in-process default model)")
     p.add_argument("--api-base", default=None)
-    p.add_argument("--steps", type=int, default=0, help="training steps per scheme (default 12; --quick 2)")
+    p.add_argument("--steps", type=int, default=0, help="training steps per scheme (default 8; --quick 2)")
     p.add_argument("--quick", action="store_true", help="a small budget that finishes in under 10 minutes on CPU")
     p.add_argument("--judge-explanation-chars", type=int, default=None,
                    help="longest RULER explanation (default: 0, scores only, for the local judge; 160 otherwise)")
