@@ -84,6 +84,23 @@ class Trajectory(BaseModel):
                 return message.get("content")
         return None
 
+    def set_return(self, value: float) -> None:
+        """Make ``value`` the episode's return after it ended (a group wrapper rescored it).
+
+        The difference goes on the last transition, so the transitions still sum to ``reward``
+        and a learner reading per-transition rewards sees what the env loop returned.
+
+        Example:
+            >>> step = dict(obs=[], action="", next_obs=[], terminated=False, truncated=False)
+            >>> t = Trajectory(transitions=[Transition(reward=0.0, **step), Transition(reward=-1.0, **step)], reward=-1.0)
+            >>> t.set_return(0.25)
+            >>> [x.reward for x in t.transitions], t.reward
+            ([0.0, 0.25], 0.25)
+        """
+        if self.transitions:
+            self.transitions[-1].reward += float(value) - sum(t.reward for t in self.transitions)
+        self.reward = float(value)
+
 
 class Group(BaseModel):
     """The N trajectories of one scenario (same task id), judged relative to each other."""

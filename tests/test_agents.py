@@ -228,3 +228,26 @@ def test_trainer_logs_plots_and_evaluates(tokenizer, tmp_path):
     assert 0.0 <= result["after"]["eval_accuracy"] <= 1.0
     assert (tmp_path / "reward_curve.png").stat().st_size > 1000
     assert (tmp_path / "checkpoint-1").is_dir() and (tmp_path / "checkpoint-2").is_dir()
+
+
+@pytest.mark.parametrize("combine", ["replace", "sum"])
+def test_learner_trains_on_the_judged_reward_not_the_env_reward(tokenizer, combine):
+    """A group wrapper rescoring finished episodes must reach the learner: each turn's return is
+    the reward the env loop returned (the judge's score under "replace"), for multi-turn episodes too."""
+    from judges import reply_scores, scripted_judge
+
+    by_length = lambda body: min(1.0, len(body) / 400)  # noqa: E731  (distinct scores per reply)
+    judge, _ = scripted_judge(lambda m, i: reply_scores(m, scorer=by_length))
+    policy = tiny_policy(tokenizer, max_new_tokens=6)
+    envs = gym.make_vec("MathRuler-v0", num_envs=4, group_size=4, judge=judge, combine=combine, levels=(1,),
+                        tools=["calculator"], max_turns=2)
+    batch = collect_rollouts(envs, policy, seed=0)
+    envs.close()
+    assert len(batch.episode_rewards) == 4
+    returns: dict[int, set[float]] = {}
+    for turn in batch.turns:
+        returns.setdefault(turn.env_index, set()).add(round(turn.reward, 9))
+    assert all(len(values) == 1 for values in returns.values())  # every turn of an episode carries its return
+    assert [returns[i].pop() for i in range(4)] == pytest.approx(batch.episode_rewards)
+    if combine == "replace":
+        assert all(0.0 <= r <= 1.0 for r in batch.episode_rewards) and len(set(batch.episode_rewards)) > 1

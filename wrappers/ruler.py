@@ -292,7 +292,7 @@ async def ruler_score_group(group: Group, judge: LLM | str, config: RulerConfig 
         if score is not None:
             trajectory.reward_components["ruler"] = score
             trajectory.metadata["ruler_explanation"] = why
-        trajectory.reward = combine_reward(env_reward, {"ruler": score}, combine)
+        trajectory.set_return(combine_reward(env_reward, {"ruler": score}, combine))
     group.metadata["ruler_failed"] = result.failed
     if result.error:
         group.metadata["ruler_error"] = result.error
@@ -382,7 +382,7 @@ class RulerGroupReward(gym.vector.VectorWrapper):
                 failed[i] = result.failed
                 rewards[i] = combine_reward(env_reward, {"ruler": score}, self.combine)
                 trajectory = infos["trajectory"][i]
-                trajectory.reward = float(rewards[i])
+                trajectory.set_return(float(rewards[i]))
                 trajectory.reward_components["env"] = env_reward
                 if score is not None:
                     trajectory.reward_components["ruler"] = score
