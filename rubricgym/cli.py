@@ -152,7 +152,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     config = BenchConfig(suites=tuple(args.suites.split(",")), schemes=tuple(s for s in args.schemes.split(",") if s),
                          judge=args.judge, api_base=args.api_base, seed=args.seed, output_dir=args.output,
-                         command="rubricgym bench " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]))
+                         command=("rubricgym bench " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:])).strip())
     if args.quick:
         config.steps, config.groups_per_step, config.group_size, config.eval_tasks = 2, 1, 4, 24
         config.judge_max_tokens, config.judge_max_fixes = 300, 1
