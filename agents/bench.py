@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ def _env_kwargs(suite: str, env_id: str, extra: dict[str, Any], config: BenchCon
         kwargs["split"] = "train"
     if "Ruler" in env_id:
         kwargs.update(judge=judge, max_tokens=config.judge_max_tokens, max_fixes=config.judge_max_fixes,
-                      explanation_max_chars=_explanation_chars(config))
+                      explanation_max_chars=config.judge_explanation_chars)
     if "Rubric" in env_id:
         kwargs.update(verifier=judge, max_fixes=config.judge_max_fixes)
     return kwargs
@@ -91,10 +91,10 @@ CURVE_KEYS = ("reward", "train_accuracy", "trained_completions", "judge_failed_g
 """Per-step training stats kept in the results JSON (``accuracy`` is the verified success)."""
 
 
-def _explanation_chars(config: BenchConfig) -> int:
+def _explanation_chars(config: BenchConfig, backend) -> int:
     if config.judge_explanation_chars is not None:
         return config.judge_explanation_chars
-    return 0 if isinstance(config.judge, str) and config.judge.startswith("local") else 160
+    return 0 if backend.name.startswith("local:") else 160  # the in-process backend, however it was given
 
 
 def _scheme_judge(backend, config: BenchConfig) -> LLM:
@@ -122,6 +122,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[str, list[float]]] = {}
     backend = make_llm(config.judge, api_base=config.api_base).backend
+    config = replace(config, judge_explanation_chars=_explanation_chars(config, backend))
     for suite in config.suites:
         before = None
         for name, (env_id, extra) in SCHEMES[suite].items():
@@ -201,7 +202,7 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
     plt.close(fig)
     (out / f"reward_schemes_{tag}.md").write_text(
         f"Command: `{config.command}`\n\nJudge: `{getattr(config.judge, 'name', config.judge)}`"
-        f"{' at ' + config.api_base if config.api_base else ''} (RULER explanations up to {_explanation_chars(config)} "
+        f"{' at ' + config.api_base if config.api_base else ''} (RULER explanations up to {config.judge_explanation_chars} "
         f"characters, {config.judge_max_tokens} tokens per call); "
         f"seed {config.seed}; {config.steps} steps of {config.groups_per_step} groups x {config.group_size}; "
         f"held-out tasks {config.eval_tasks}.\n\n{markdown_table(rows)}\n")

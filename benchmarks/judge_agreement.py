@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import sys
@@ -44,7 +43,7 @@ import gymnasium as gym  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import rubricgym  # noqa: E402,F401
-from rubricgym.data import shared_data_dir  # noqa: E402
+from rubricgym.data import load_refund_group, shared_data_dir  # noqa: E402
 from rubricgym.llm import LLMConfig, make_llm  # noqa: E402
 from rubricgym.wrappers.rubrics import RubricConfig, _RubricScorer, trajectory_record  # noqa: E402
 from rubricgym.wrappers.ruler import RulerConfig, ruler_score  # noqa: E402
@@ -105,15 +104,11 @@ def math_groups(args) -> tuple[list[dict], float]:
 
 
 def refund_group() -> dict | None:
-    path = Path(__file__).resolve().parents[2] / "shared" / "examples" / "refund_group.json"
-    if not path.is_file():
+    loaded = load_refund_group("strict")
+    if loaded is None:
         return None
-    data = json.loads(path.read_text())
-    prompt = data["user_template"].format(context=data["context"], question=data["question"])
-    names = list(data["expected_order"])
-    trajectories = [[{"role": "system", "content": data["system_prompts"]["strict"]}, {"role": "user", "content": prompt},
-                     {"role": "assistant", "content": data["responses"][name]}] for name in names]
-    return {"trajectories": trajectories, "quality": [float(len(names) - k) for k in range(len(names))]}
+    labels, trajectories = loaded  # published order, best first
+    return {"trajectories": trajectories, "quality": [float(len(labels) - k) for k in range(len(labels))]}
 
 
 def main() -> None:

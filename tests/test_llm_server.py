@@ -1,30 +1,21 @@
 """RULER through LiteLLM against a real OpenAI-compatible server on loopback (llama.cpp + SmolLM2)."""
 
-import json
 import subprocess
 import sys
 
 import pytest
 
 from rubricgym.llm import LLMConfig, make_llm
+from rubricgym.data import load_refund_group
 from rubricgym.wrappers.ruler import RulerConfig, ruler_score_sync
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
-def refund_group(shared_data):
-    data = json.loads((shared_data.parent / "examples" / "refund_group.json").read_text())
-    system = data["system_prompts"]["strict"]
-    user = data["user_template"].format(question=data["question"], context=data["context"])
-    labels = list(data["responses"])
-    return labels, [[{"role": "system", "content": system}, {"role": "user", "content": user},
-                     {"role": "assistant", "content": data["responses"][k]}] for k in labels]
-
-
 def test_ruler_through_litellm_schema_constrained(llama_server, shared_data, tmp_path):
     judge = make_llm("openai/smollm2", api_base=llama_server,
                      config=LLMConfig(cache_dir=str(tmp_path / "cache"), timeout_s=120, max_retries=1))
-    labels, group = refund_group(shared_data)
+    labels, group = load_refund_group()
     result = ruler_score_sync(group, judge, RulerConfig(max_tokens=400))
     print("\nscores:", dict(zip(labels, result.scores)), "calls:", result.judge_calls)
     assert not result.failed, result.error
