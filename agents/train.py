@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rubricgym.registration import base_env_id
+
 from .grpo import GRPO, GRPOConfig
 from .policy import Policy, PolicyConfig
 from .ppo import PPO, PPOConfig
@@ -237,7 +239,7 @@ class Trainer:
 
     def evaluate(self) -> dict[str, float]:
         kwargs = self.config.eval_env_kwargs or default_eval_kwargs(self.config)
-        base_env = "Math-v0" if self.config.env.startswith("Math") else self.config.env
+        base_env = base_env_id(self.config.env)  # held-out accuracy is the base env's verified outcome
         result = evaluate(self.policy, kwargs, tasks=self.config.eval_tasks, env_id=base_env)
         return {"eval_accuracy": result["accuracy"], "eval_mean_reward": result["mean_reward"]}
 

@@ -45,8 +45,9 @@ from tqdm import tqdm  # noqa: E402
 import rubricgym  # noqa: E402,F401
 from rubricgym.data import load_refund_group, shared_data_dir  # noqa: E402
 from rubricgym.llm import LLMConfig, make_llm  # noqa: E402
-from rubricgym.wrappers.rubrics import RubricConfig, _RubricScorer, trajectory_record  # noqa: E402
-from rubricgym.wrappers.ruler import RulerConfig, ruler_score  # noqa: E402
+from rubricgym.judges import Member  # noqa: E402
+from rubricgym.judges.rlcer import RubricConfig, RubricScorer  # noqa: E402
+from rubricgym.judges.ruler import RulerConfig, ruler_score  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -141,15 +142,15 @@ def main() -> None:
         judge = make_llm(name, api_base=None if name == "local" else args.api_base,
                          config=LLMConfig(cache_dir=None, timeout_s=300, max_retries=1))
         ruler_math, ruler_refund, rubric_math, rubric_stats = Tally(), Tally(), Tally(), []
-        scorer = _RubricScorer(RubricConfig(rubricator=judge, verifier=judge, rubrics_per_group=args.rubrics)) \
+        scorer = RubricScorer(RubricConfig(rubricator=judge, verifier=judge, rubrics_per_group=args.rubrics)) \
             if args.rubrics else None
         for group in tqdm(groups, desc=f"judging ({judge.name})"):
             quality = [float(c) for c in group["correct"]]
             result = asyncio.run(ruler_score([t.messages for t in group["trajectories"]], judge, ruler_config))
             ruler_math.add(None if result.failed else list(result.scores), quality)
             if scorer is not None:
-                members = [trajectory_record(t) for t in group["trajectories"]]
-                rubric_result, _, _ = asyncio.run(scorer.score(group["id"], members))
+                members = [Member.from_trajectory(t) for t in group["trajectories"]]
+                rubric_result, _, _ = asyncio.run(scorer.rubrics_and_rewards(group["id"], members))
                 rubric_math.add(list(rubric_result.cot_rewards), quality)
                 rubric_stats.append(rubric_result.stats)
         if refund:

@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from rubricgym.llm import LLMConfig, make_llm  # noqa: E402
-from rubricgym.wrappers.ruler import RulerConfig, ruler_score  # noqa: E402
+from rubricgym.judges.ruler import RulerConfig, ruler_score  # noqa: E402
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 IDS = re.compile(r'<trajectory id="(t\d+)">')

@@ -1,4 +1,4 @@
-"""Compare reward schemes side by side (see rubricgym.agents.bench): a markdown table and PNG
+"""Compare reward schemes side by side (see rubricgym.app.bench): a markdown table and PNG
 learning curves under benchmarks/results/, each with the command that produced it.
 
     python benchmarks/reward_schemes.py                    # default CPU run (math + RAG)
@@ -16,7 +16,7 @@ import sys
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rubricgym.cli import main  # noqa: E402
+from rubricgym.app.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(["bench", *sys.argv[1:]]))

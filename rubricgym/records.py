@@ -33,6 +33,54 @@ def to_jsonable(value: Any) -> Any:
     return repr(value)
 
 
+class EpisodeResult(BaseModel):
+    """What an env reports about a finished episode, in ``info["episode"]`` on its final step.
+
+    Judges and rubric wrappers read only this (never family-specific info keys), so any env
+    built on :class:`rubricgym.chatenv.ChatEnv` gets its RULER and rubric variants for free.
+
+    Example:
+        >>> result = EpisodeResult(task_id="t1", specification="Answer briefly.", task="2+2?", answer="4",
+        ...                        reference="4", correct=True, reward=1.0, reward_components={"outcome": 1.0})
+        >>> result.correct, result.model_dump()["reference"]
+        (True, '4')
+    """
+
+    task_id: str
+    specification: str
+    """The agent's system prompt: what a judge scores against."""
+    task: str
+    """The request as the agent first saw it (the first user message)."""
+    reference: str | None = None
+    """The reference answer, when the task has one (never shown to the agent)."""
+    answer: str | None = None
+    """The agent's final reply text (None when the episode ended without a valid final answer)."""
+    correct: bool | None = None
+    """Whether the answer was verified correct; None where the env cannot tell."""
+    reward: float = 0.0
+    """The env's own reward for the episode."""
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None
+    """The OpenAI schemas of the tools the agent had."""
+    truncated: bool = False
+    error: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Family-specific extras (level, extracted answer, cited ids ...)."""
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _jsonable_metadata(cls, value: Any) -> Any:
+        return to_jsonable(value)
+
+
+def episode_of(info: dict[str, Any]) -> EpisodeResult | None:
+    """The episode result in a step's ``info`` (object or its dict form), or None on non-final steps."""
+    value = info.get("episode") if isinstance(info, dict) else None
+    if value is None or isinstance(value, EpisodeResult):
+        return value
+    return EpisodeResult.model_validate(value)
+
+
 class Transition(BaseModel):
     """One (S, A, R, S') step of one episode."""
 
@@ -67,6 +115,8 @@ class Trajectory(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     terminated: bool = False
     truncated: bool = False
+    episode: EpisodeResult | None = None
+    """The env's result of the episode (set by the recorder from the final step's info)."""
 
     @field_validator("metadata", mode="before")
     @classmethod
@@ -131,9 +181,8 @@ class TrajectoryRecorder:
         (1.0, 't1')
     """
 
-    #: info keys copied into each transition (the rest, e.g. gold answers, stay in metadata).
-    INFO_KEYS = ("reward_components", "error", "extraction", "extracted_answer", "correct", "role", "turn", "cot",
-                 "rubric_text")
+    #: info keys not copied into transitions: large and the same on every step (they stay in metadata).
+    SKIP_KEYS = ("system_prompt", "tools", "trajectory")
 
     def __init__(self) -> None:
         self.trajectory = Trajectory()
@@ -142,7 +191,7 @@ class TrajectoryRecorder:
         self.trajectory = Trajectory(
             task_id=None if info.get("task_id") is None else str(info.get("task_id")),
             messages=list(obs),
-            metadata={k: v for k, v in info.items() if k in ("system_prompt", "answer", "problem", "tools", "level")},
+            metadata={k: v for k, v in info.items() if k != "trajectory"},
         )
 
     def add(
@@ -163,12 +212,15 @@ class TrajectoryRecorder:
                 next_obs=list(next_obs),
                 terminated=bool(terminated),
                 truncated=bool(truncated),
-                info={k: info[k] for k in self.INFO_KEYS if k in info},
+                info={k: v for k, v in info.items() if k not in self.SKIP_KEYS},
             )
         )
         traj.messages = list(next_obs)
         traj.reward += float(reward)
         traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+        episode = episode_of(info)
+        if episode is not None:
+            traj.episode = episode
         components = info.get("reward_components")
         if components:
             traj.reward_components.update({k: float(v) for k, v in components.items()})

@@ -14,11 +14,10 @@ A malformed call never raises: :func:`parse_action` returns the problems in
 from __future__ import annotations
 
 import json
-import math
-import operator
 import re
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable
 
 from pydantic import BaseModel, Field, ValidationError
@@ -163,7 +162,7 @@ class Tool:
     def __init__(self, name: str, description: str, args_model: type[BaseModel], fn: Callable[[Any], str]):
         self.name, self.description, self.args_model, self.fn = name, description, args_model, fn
 
-    @property
+    @cached_property
     def schema(self) -> dict[str, Any]:
         parameters = self.args_model.model_json_schema()
         parameters.pop("title", None)
@@ -215,103 +214,38 @@ def execute_tool_calls(parsed: ParsedAction, tools: dict[str, Tool],
     return messages, errors
 
 
-# --------------------------------------------------------------------------------------------
-# Calculator: arithmetic through simpleeval (no Python eval), with bounds on sizes.
-
-MAX_EXPRESSION_CHARS = 500
-MAX_EXPONENT = 1_000
-MAX_RESULT_DIGITS = 2_000
+#: Tools any env can offer by name (``tools=["calculator"]``): name -> "module:attribute" of a
+#: Tool, or of a function that builds one. Env families add theirs with :func:`register_tool`.
+TOOL_REGISTRY: dict[str, str] = {"python": "rubricgym.sandbox:python_tool"}
 
 
-class CalculatorArgs(BaseModel):
-    expression: str = Field(description="An arithmetic expression, e.g. '(12 + 7) * 3' or 'sqrt(2) / 4'.")
+def register_tool(name: str, target: str) -> None:
+    """Offer a tool by name to every env: ``target`` is ``"module:attribute"``, imported on first use."""
+    TOOL_REGISTRY[name] = target
 
 
-def _bounded_power(base: Any, exponent: Any) -> Any:
-    if abs(exponent) > MAX_EXPONENT:
-        raise ToolError(f"exponent {exponent} is too large (limit {MAX_EXPONENT})")
-    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and base.bit_length() * exponent > MAX_RESULT_DIGITS * 3.33:
-        raise ToolError(f"the result would have over {MAX_RESULT_DIGITS} digits")
-    return operator.pow(base, exponent)
-
-
-def _bounded_mul(a: Any, b: Any) -> Any:
-    if isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > MAX_RESULT_DIGITS * 3.33:
-        raise ToolError(f"the result would have over {MAX_RESULT_DIGITS} digits")
-    return operator.mul(a, b)
-
-
-def _format_number(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ToolError(f"the expression gave {type(value).__name__}, not a number")
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise ToolError("the result is not a finite number")
-        if value.is_integer() and abs(value) < 1e15:
-            return str(int(value))
-        return repr(round(value, 12))
-    return str(value)
-
-
-def calculate(expression: str) -> str:
-    """Evaluate an arithmetic expression safely; raises :class:`ToolError` on any problem.
+def resolve_tools(names_or_tools: list[str | Tool] | str | None) -> dict[str, Tool]:
+    """Turn ``tools=[...]`` (names from :data:`TOOL_REGISTRY` or Tool objects) into a dict.
 
     Example:
-        >>> calculate("(12 + 7) * 3"), calculate("sqrt(16) / 8")
-        ('57', '0.5')
+        >>> resolve_tools("calculator")
+        Traceback (most recent call last):
+        ...
+        TypeError: tools must be a list of names or Tool objects, got the string 'calculator' (did you mean ['calculator']?)
     """
-    import ast
+    import importlib
 
-    from simpleeval import DEFAULT_OPERATORS, SimpleEval
-
-    if len(expression) > MAX_EXPRESSION_CHARS:
-        raise ToolError(f"the expression has {len(expression)} characters (limit {MAX_EXPRESSION_CHARS})")
-    operators = dict(DEFAULT_OPERATORS)
-    operators[ast.Pow] = _bounded_power
-    operators[ast.Mult] = _bounded_mul
-    operators.pop(ast.BitXor, None)  # '^' reads as power to most people; refuse rather than xor
-    functions = {
-        name: getattr(math, name)
-        for name in ("sqrt", "log", "log10", "log2", "exp", "sin", "cos", "tan", "floor", "ceil", "factorial", "gcd")
-    }
-    functions.update(abs=abs, round=round, min=min, max=max)
-    evaluator = SimpleEval(operators=operators, functions=functions, names={"pi": math.pi, "e": math.e})
-    try:
-        if "factorial" in expression and re.search(r"factorial\(\s*\d{4,}", expression):
-            raise ToolError("factorial argument too large")
-        value = evaluator.eval(expression.replace("^", "**"))
-    except ToolError:
-        raise
-    except ZeroDivisionError:
-        raise ToolError("division by zero") from None
-    except Exception as err:  # simpleeval raises many types for bad input; all are the agent's error
-        raise ToolError(f"cannot evaluate {expression!r}: {type(err).__name__}: {err}") from None
-    return _format_number(value)
-
-
-CALCULATOR = Tool(
-    "calculator",
-    "Evaluate an arithmetic expression (+ - * / // % ** and sqrt, log, exp, sin, cos, floor, ceil, ...).",
-    CalculatorArgs,
-    lambda args: calculate(args.expression),
-)
-
-#: Tools any env can offer by name (``tools=["calculator"]``).
-TOOL_REGISTRY: dict[str, Tool] = {"calculator": CALCULATOR}
-
-
-def resolve_tools(names_or_tools: list[str | Tool] | None) -> dict[str, Tool]:
-    """Turn ``tools=[...]`` (names from :data:`TOOL_REGISTRY` or Tool objects) into a dict."""
+    if isinstance(names_or_tools, str):
+        raise TypeError(f"tools must be a list of names or Tool objects, got the string {names_or_tools!r} "
+                        f"(did you mean [{names_or_tools!r}]?)")
     resolved: dict[str, Tool] = {}
     for item in names_or_tools or []:
         if isinstance(item, Tool):
             resolved[item.name] = item
-        elif item == "python":
-            from rubricgym.sandbox import python_tool  # a subprocess sandbox, built on demand
-
-            resolved[item] = python_tool()
-        elif item in TOOL_REGISTRY:
-            resolved[item] = TOOL_REGISTRY[item]
-        else:
-            raise ValueError(f"unknown tool {item!r}; available: {sorted(TOOL_REGISTRY) + ['python']}")
+            continue
+        if item not in TOOL_REGISTRY:
+            raise ValueError(f"unknown tool {item!r}; available: {sorted(TOOL_REGISTRY)}")
+        module, attribute = TOOL_REGISTRY[item].split(":")
+        target = getattr(importlib.import_module(module), attribute)
+        resolved[item] = target if isinstance(target, Tool) else target()
     return resolved

@@ -9,7 +9,7 @@ pytest.importorskip("peft")
 
 
 def test_bench_writes_table_plot_and_command(tmp_path):
-    from rubricgym.agents.bench import BenchConfig, run_bench
+    from rubricgym.app.bench import BenchConfig, run_bench
 
     judge_free = ("rlvr", "function")
     config = BenchConfig(suites=("math",), schemes=judge_free, steps=1, group_size=2, groups_per_step=1, eval_tasks=4,
@@ -28,7 +28,7 @@ def test_bench_counts_each_judged_schemes_own_calls(tmp_path):
     """Judged schemes get their own uncached client over the given backend: the ruler and
     ruler+rlvr schemes see identical first rollouts, and both pay for (and count) their calls."""
     from judges import reply_scores, scripted_judge
-    from rubricgym.agents.bench import BenchConfig, run_bench
+    from rubricgym.app.bench import BenchConfig, run_bench
 
     judge, backend = scripted_judge(lambda messages, i: reply_scores(messages), cache_dir=None)
     config = BenchConfig(suites=("math",), schemes=("ruler", "ruler+rlvr"), steps=2, group_size=2, groups_per_step=1,

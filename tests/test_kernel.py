@@ -4,7 +4,7 @@ import gymnasium as gym
 import pytest
 
 import rubricgym
-from rubricgym.cli import main as cli_main
+from rubricgym.app.cli import main as cli_main
 from rubricgym.records import Group, Trajectory, TrajectoryRecorder, Transition
 from rubricgym.spaces import AssistantReplySpace, ChatSpace, UnicodeText
 
@@ -78,7 +78,7 @@ def test_registered_ids_and_namespace_import():
     assert "Math-v0" in gym.registry
     env = gym.make("rubricgym:Math-v0")
     assert env.unwrapped.__class__.__name__ == "MathEnv"
-    assert {e.id for e in rubricgym.ENVS} <= set(gym.registry)
+    assert {e.id for e in rubricgym.ENVS.values()} <= set(gym.registry)
 
 
 def test_cli_envs_lists_ids(capsys):

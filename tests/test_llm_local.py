@@ -46,7 +46,7 @@ def test_local_judge_is_held_to_the_reply_schema(local_llm):
 
     from rubricgym.llm import LLMConfig
     from rubricgym.llm.client import LLM
-    from rubricgym.wrappers.ruler import RulerConfig, ruler_score
+    from rubricgym.judges.ruler import RulerConfig, ruler_score
 
     rows = [json.loads(line) for line in (Path(__file__).parents[1] / "examples" / "refund_group.jsonl").open()]
     judge = LLM(local_llm.backend, LLMConfig(cache_dir=None, timeout_s=300, max_retries=0))
@@ -60,7 +60,7 @@ def test_local_judge_is_held_to_the_reply_schema(local_llm):
 def test_local_verifier_and_rubricator_follow_their_schemas(local_llm):
     from rubricgym.llm import LLMConfig
     from rubricgym.llm.client import LLM
-    from rubricgym.wrappers.rubrics import RubricItem, verify_rollout, write_rubric
+    from rubricgym.judges.rlcer import RubricItem, verify_rollout, write_rubric
 
     llm = LLM(local_llm.backend, LLMConfig(cache_dir=None, timeout_s=300, max_retries=0))
     items = [RubricItem(description="states the final answer in a box", score=2),

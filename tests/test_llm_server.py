@@ -7,7 +7,7 @@ import pytest
 
 from rubricgym.llm import LLMConfig, make_llm
 from rubricgym.data import load_refund_group
-from rubricgym.wrappers.ruler import RulerConfig, ruler_score_sync
+from rubricgym.judges.ruler import RulerConfig, ruler_score_sync
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -32,7 +32,7 @@ def test_cli_judge_against_server(llama_server, tmp_path):
 
     example = Path(__file__).resolve().parents[1] / "examples" / "refund_group.jsonl"
     out = subprocess.run(
-        [sys.executable, "-m", "rubricgym.cli", "judge", str(example), "--judge", "openai/smollm2",
+        [sys.executable, "-m", "rubricgym", "judge", str(example), "--judge", "openai/smollm2",
          "--api-base", llama_server, "--no-cache", "--debug", "--max-tokens", "400", "--timeout", "300"],
         capture_output=True, text=True, timeout=600)
     print(out.stdout, out.stderr[-2000:])

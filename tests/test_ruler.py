@@ -9,8 +9,9 @@ from gymnasium.utils.env_checker import check_env
 import rubricgym  # noqa: F401
 from rubricgym.llm import LLMCallError, extract_json
 from rubricgym.records import Group, Trajectory
-from rubricgym.wrappers.combine import combine_reward
-from rubricgym.wrappers.ruler import RulerConfig, ruler_score_group, ruler_score_sync
+from rubricgym.judges import combine_reward, rescore_group
+from rubricgym.judges.ruler import RulerConfig, RulerScorer, ruler_score_sync
+from rubricgym.records import EpisodeResult
 
 from judges import reply_scores, scripted_judge, trajectory_blocks
 
@@ -74,8 +75,10 @@ def test_wrong_number_of_scores_is_retried():
 def test_failing_judge_falls_back_and_keeps_every_trajectory():
     judge, backend = scripted_judge(lambda m, i: ConnectionError("server down"), max_retries=2)
     group = Group(task_id="t", trajectories=[
-        Trajectory(messages=traj(0.5, str(i)), reward=float(i % 2), reward_components={"outcome": float(i % 2)}) for i in range(4)])
-    asyncio.run(ruler_score_group(group, judge, combine="replace"))
+        Trajectory(messages=traj(0.5, str(i)), reward=float(i % 2), reward_components={"outcome": float(i % 2)},
+                   episode=EpisodeResult(task_id="t", specification="s", task="q", reward=float(i % 2)))
+        for i in range(4)])
+    asyncio.run(rescore_group(group, RulerScorer(judge, combine="replace")))
     assert len(group.trajectories) == 4 and group.metadata["ruler_failed"]
     assert "ConnectionError" in group.metadata["ruler_error"]
     assert [t.reward for t in group.trajectories] == [0.0, 1.0, 0.0, 1.0]  # env reward kept
@@ -136,7 +139,7 @@ def test_concurrency_limit_across_groups():
     backend.delay_s = 0.05
 
     async def many():
-        from rubricgym.wrappers.ruler import ruler_score
+        from rubricgym.judges.ruler import ruler_score
         return await asyncio.gather(*(ruler_score([traj(0.1, str(g)), traj(0.2, str(g))], judge) for g in range(6)))
 
     results = asyncio.run(many())
@@ -192,7 +195,7 @@ def test_math_ruler_group_env_fallback_keeps_env_reward():
     _, info = envs.reset(seed=0)
     _, rewards, _, _, info = envs.step([f"\\boxed{{{info['answer'][0]}}}", "\\boxed{-1}"])
     assert list(rewards) == [1.0, -1.0] and info["ruler_failed"].all()
-    assert np.isnan(info["ruler_score"]).all() and not info["reward_components"]["_ruler"].any()
+    assert np.isnan(info["ruler_score"]).all() and "ruler" not in info["reward_components"]
     assert list(info["reward_components"]["outcome"]) == [1.0, -1.0]
 
 

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from rubricgym.tools import CALCULATOR, ToolError, calculate, parse_action, resolve_tools, run_tool_call
+from rubricgym.envs.math.calculator import CALCULATOR, calculate
+from rubricgym.tools import ToolError, parse_action, resolve_tools, run_tool_call
 
 
 def test_text_form_tool_call():
@@ -70,7 +71,8 @@ def test_calculator_values(expression, expected):
     ("sqrt(-1)", "cannot evaluate"),
     ("'a' * 10", "not a number"),
     ("x" * 600, "characters"),
-    ("factorial(100000)", "too large"),
+    ("factorial(100000)", "too large"), ("factorial(+1999)", "too large"), ("factorial(-3)", "not a whole number"),
+    ("factorial(2.5)", "not a whole number"),
 ])
 def test_calculator_refuses_hostile_or_bad_input(expression, fragment):
     with pytest.raises(ToolError, match=fragment):

@@ -1,8 +1,11 @@
 """A hand-written reward function as a reward component.
 
-``FunctionReward(env, fn, name)`` calls ``fn(messages, info)`` at the end of each episode (any
-callable; exceptions are caught and reported, never raised into the env loop), records the
-value as ``info["reward_components"][name]`` and combines it with the env's reward.
+:class:`FunctionScorer` calls ``fn(messages, info)`` at the end of each episode (``info`` is the
+episode result's metadata plus ``episode`` and ``reward_components``; any callable; exceptions
+and non-finite values are caught and reported in ``info["<name>_error"]``, never raised into
+the env loop), records the value as ``info["reward_components"][name]`` and combines it with
+the env's reward. :class:`FunctionReward` puts it on one env; the ``...Function-v0`` ids put it
+on groups too.
 
 Example:
     >>> def brevity(messages, info):
@@ -13,51 +16,46 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable, Sequence
 
 import gymnasium as gym
 
-from .combine import Combine, combine_reward
+from rubricgym.judges.base import Combine, GroupScore, Member, MemberScore, combine_reward
+
+from .episode import EpisodeReward
 
 RewardFn = Callable[[list, dict], float]
 
 
-class FunctionReward(gym.Wrapper):
-    """Adds ``fn(messages, info)`` as a reward component on the terminal step."""
+class FunctionScorer:
+    """Scores each member alone with ``fn(messages, info)`` (not relative: no history)."""
 
-    def __init__(self, env: gym.Env, fn: RewardFn, name: str = "function", combine: Combine = "sum"):
-        super().__init__(env)
+    relative = False
+
+    def __init__(self, fn: RewardFn, name: str = "function", combine: Combine = "sum"):
+        combine_reward(0.0, {name: 0.0}, combine)  # a bad combine fails at construction
         self.fn, self.name, self.combine = fn, name, combine
 
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if not (terminated or truncated) or "the episode has ended" in str(info.get("error", "")):
-            return obs, reward, terminated, truncated, info
-        components = dict(info.get("reward_components") or {})
-        components.setdefault("env", float(reward))
+    def _one(self, member: Member) -> MemberScore:
+        episode = member.episode
+        info = {**episode.metadata, "episode": episode, "reward_components": dict(episode.reward_components)}
         try:
-            value = float(self.fn(obs, info))
+            value = float(self.fn(member.messages, info))
             if not math.isfinite(value):
                 raise ValueError(f"the reward function returned {value}")
         except Exception as err:  # a broken reward function keeps the env reward and says why
-            info = {**info, "reward_components": components, f"{self.name}_error": f"{type(err).__name__}: {err}"}
-            return obs, reward, terminated, truncated, info
-        components[self.name] = value
-        return obs, combine_reward(float(reward), {self.name: value}, self.combine), terminated, truncated, {
-            **info, "reward_components": components}
+            return MemberScore(reward=member.env_reward, components={"env": member.env_reward},
+                               info={f"{self.name}_error": f"{type(err).__name__}: {err}"})
+        return MemberScore(reward=combine_reward(member.env_reward, {self.name: value}, self.combine),
+                           components={"env": member.env_reward, self.name: value})
+
+    async def score_group(self, task_id: str, members: Sequence[Member]) -> GroupScore:
+        return GroupScore([self._one(m) for m in members])
 
 
-def math_shaped_reward(messages: list, info: dict[str, Any]) -> float:
-    """A typical hand-written math reward: +0.2 for a ``\\boxed{}`` answer, minus 0.002 per
-    character of the final reply beyond 200 (at most -0.5). Used with ``combine="sum"`` on top
-    of the verified outcome."""
-    reply = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"), "")
-    format_bonus = 0.2 if info.get("extraction") == "boxed" else 0.0
-    length_penalty = min(0.5, 0.002 * max(0, len(reply) - 200))
-    return format_bonus - length_penalty
+class FunctionReward(EpisodeReward):
+    """Adds ``fn(messages, info)`` as the reward component ``name`` on the terminal step."""
 
-
-def make_math_function_env(**kwargs: Any) -> gym.Env:
-    """``MathFunction-v0``: Math-v0 + :func:`math_shaped_reward` summed with the outcome."""
-    env = gym.make("Math-v0", disable_env_checker=True, **kwargs).unwrapped
-    return FunctionReward(env, math_shaped_reward, name="shaped", combine="sum")
+    def __init__(self, env: gym.Env, fn: RewardFn, name: str = "function", combine: Combine = "sum"):
+        super().__init__(env, FunctionScorer(fn, name, combine), history_size=0)
+        self.fn, self.name, self.combine = fn, name, combine

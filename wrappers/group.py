@@ -168,7 +168,7 @@ class GroupVectorEnv(VectorEnv):
         return [env.render() for env in self.envs]
 
 
-def make_group_vector_env(env_id: str, num_envs: int, group_size: int = 1, **kwargs: Any) -> GroupVectorEnv:
+def make_group_vector_env(env_id: str, num_envs: int = 1, group_size: int = 1, **kwargs: Any) -> GroupVectorEnv:
     """Build the group vector env of ``env_id`` (what ``gym.make_vec(env_id, ...)`` calls)."""
     kwargs.pop("max_episode_steps", None)
 

@@ -95,24 +95,35 @@ def _call(name: str, **arguments: Any) -> str:
 
 def tooluse_candidates(env: gym.Env, messages: list, info: dict) -> list[str]:
     """Six calls from the task's state, in a fixed order: cancel, change address, refund the first
-    item, exchange it for the cheapest allowed product, escalate, and reply (finish)."""
-    base = env.unwrapped
-    text = base.task.instruction
+    item, exchange it for the cheapest allowed product, escalate, and reply (finish). The state is
+    read through the shop's own read-only tools (what an agent could look up), never its tables."""
+    from rubricgym.tools import ToolError
+
+    shop = env.unwrapped.shop
+    text = info.get("instruction") or next(m["content"] for m in messages if m["role"] == "user")
     orders = [int(o) for o in re.findall(r"order (\d+)", text)] or [0]
     email = re.search(r"\(([^)]+@[^)]+)\)", text)
-    customer = base.db.execute("SELECT id FROM customers WHERE email = ?", (email.group(1) if email else "",)).fetchone()
-    customer_id = customer[0] if customer else 0
+    try:
+        customer_id = shop.find_customer(email.group(1))["id"] if email else 0
+    except ToolError:
+        customer_id = 0
     order = orders[0]
-    item = base.db.execute("SELECT oi.product_id, oi.quantity, oi.unit_price, p.category FROM order_items oi JOIN products p "
-                           "ON p.id = oi.product_id WHERE oi.order_id = ? ORDER BY oi.id LIMIT 1", (order,)).fetchone()
+    try:
+        items = shop.get_order(order)["items"]
+    except ToolError:
+        items = []
     address = re.search(r"to ([^,]+), ([^,]+), ([^.?]+)[.?]", text)
     line, city, country = address.groups() if address else ("1 Main Street", "Lyon", "France")
     calls = [_call("cancel_order", order_id=order), _call("update_address", order_id=order, line=line, city=city, country=country)]
-    if item:
-        calls.append(_call("issue_refund", order_id=order, amount=round(item[1] * item[2], 2), reason="customer request"))
-        swap = base.db.execute("SELECT id FROM products WHERE category = ? AND id != ? AND price <= ? AND stock >= ? "
-                               "ORDER BY price, id LIMIT 1", (item[3], item[0], item[2], item[1])).fetchone()
-        calls.append(_call("exchange_item", order_id=order, product_id=item[0], new_product_id=swap[0] if swap else item[0]))
+    if items:
+        item = items[0]
+        calls.append(_call("issue_refund", order_id=order, amount=round(item["quantity"] * item["unit_price"], 2),
+                           reason="customer request"))
+        swaps = sorted((p["price"], p["id"]) for p in shop.search_products(item["category"])
+                       if p["category"] == item["category"] and p["id"] != item["product_id"]
+                       and p["price"] <= item["unit_price"] and p["stock"] >= item["quantity"])
+        calls.append(_call("exchange_item", order_id=order, product_id=item["product_id"],
+                           new_product_id=swaps[0][1] if swaps else item["product_id"]))
     else:
         calls += [_call("issue_refund", order_id=order, amount=1.0, reason="customer request"),
                   _call("exchange_item", order_id=order, product_id=0, new_product_id=0)]

@@ -1,10 +1,25 @@
 """Math environments: verifiable answers, built-in generator and public benchmark loaders."""
 
-from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig
+from rubricgym.registration import register_family
+from rubricgym.tools import register_tool
+
+from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig, shaped_reward
 from .grader import Extraction, answers_match, extract_answer, last_boxed
 from .tasks import LEVELS, MathTask, generate_task, generated_tasks, load_tasks
 
+
+def register() -> None:
+    """The math family's ids (named in pyproject.toml's ``rubricgym.envs`` entry points).
+
+    ``MathRuler-v0``: reward = outcome (+1/-1) + RULER score (0..1); ``MathFunction-v0``: outcome +
+    :func:`shaped_reward`.
+    """
+    register_tool("calculator", "rubricgym.envs.math.calculator:CALCULATOR")
+    register_family("Math", MathEnv, ruler={"combine": "sum"}, rubric={},
+                    function={"fn": "rubricgym.envs.math:shaped_reward", "name": "shaped"})
+
+
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT", "LEVELS", "Extraction", "MathEnv", "MathEnvConfig", "MathTask", "answers_match",
-    "extract_answer", "generate_task", "generated_tasks", "last_boxed", "load_tasks",
+    "extract_answer", "generate_task", "generated_tasks", "last_boxed", "load_tasks", "register", "shaped_reward",
 ]

@@ -6,10 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import gymnasium as gym
-
-from rubricgym.spaces import AssistantReplySpace, ChatSpace
-from rubricgym.tools import Tool, execute_tool_calls, parse_action, resolve_tools
+from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config
+from rubricgym.tools import ParsedAction, Tool, resolve_tools
 
 from .grader import answers_match, extract_answer
 from .tasks import MathTask, load_tasks, parse_task_id
@@ -61,8 +59,10 @@ class MathEnvConfig:
     """Longer replies are refused with an error (they are not graded)."""
 
 
-class MathEnv(gym.Env):
-    """A math problem per episode; the reward is the verified outcome of the final answer.
+class MathEnv(ChatEnv):
+    """Math problems (built-in generator, GSM8K, MATH-500, AIME, DAPO): a verified \\boxed{} answer scores +1, else -1.
+
+    One problem per episode; ``tools=["calculator"]`` makes it multi-turn.
 
     Observation: the chat so far (system prompt, problem, then the agent's turns and tool
     results). Action: the assistant's reply (string, or a message dict with ``tool_calls``).
@@ -81,105 +81,53 @@ class MathEnv(gym.Env):
         (1.0, True, {'outcome': 1.0})
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
-
     def __init__(self, config: MathEnvConfig | None = None, render_mode: str | None = None, **kwargs: Any):
-        if config is not None and kwargs:
-            raise TypeError("pass either a MathEnvConfig or keyword arguments, not both")
         if "levels" in kwargs and isinstance(kwargs["levels"], int):
             kwargs["levels"] = (kwargs["levels"],)
-        self.config = config or MathEnvConfig(**kwargs)
-        cfg = self.config
-        if cfg.answer_fallback not in ("last_number", "none"):
-            raise ValueError(f"answer_fallback must be 'last_number' or 'none', got {cfg.answer_fallback!r}")
-        self.render_mode = render_mode
+        self.config = cfg = make_config(MathEnvConfig, config, kwargs)
+        check_choice("answer_fallback", cfg.answer_fallback, ("last_number", "none"))
+        check_choice("split", cfg.split, ("train", "test"))
         self.tasks: list[MathTask] = load_tasks(cfg.dataset, levels=cfg.levels, num_tasks=cfg.num_tasks, split=cfg.split)
         if not self.tasks:
             raise ValueError(f"dataset {cfg.dataset!r} has no tasks")
-        self._tasks_by_id = {task.id: task for task in self.tasks}
         self.tools = resolve_tools(cfg.tools)
-        self.tool_schemas = [tool.schema for tool in self.tools.values()]
         self.max_turns = cfg.max_turns if self.tools else 1
+        self.max_action_chars = cfg.max_action_chars
         prompt = cfg.system_prompt or DEFAULT_SYSTEM_PROMPT
         if self.tools:
-            schemas = "\n".join(json.dumps(schema, ensure_ascii=False) for schema in self.tool_schemas)
+            schemas = "\n".join(json.dumps(tool.schema, ensure_ascii=False) for tool in self.tools.values())
             prompt += TOOLS_PROMPT.format(max_turns=self.max_turns, schemas=schemas)
         self.system_prompt = prompt
-        self.observation_space = ChatSpace()
-        self.action_space = AssistantReplySpace(max_length=cfg.max_action_chars)
-        self.task: MathTask | None = None
-        self.messages: list[dict[str, Any]] = []
-        self._turn = 0
-        self._done = True
+        super().__init__(render_mode)
 
-    # -- episode -------------------------------------------------------------------------------
-
-    def task_by_id(self, task_id: str) -> MathTask:
-        task = self._tasks_by_id.get(str(task_id)) or parse_task_id(str(task_id))
+    def find_task(self, task_id: str) -> MathTask:
+        # generated ids outside the loaded range are still valid tasks
+        task = self.tasks_by_id.get(str(task_id)) or parse_task_id(str(task_id))
         if task is None:
             raise ValueError(f"unknown task_id {task_id!r} for dataset {self.config.dataset!r}")
         return task
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """``options``: ``task_id`` picks the problem; ``hint`` (text) is appended to it."""
-        super().reset(seed=seed)
-        options = options or {}
-        if options.get("task_id") is not None:
-            self.task = self.task_by_id(options["task_id"])
-        else:
-            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        problem = self.task.problem
-        if options.get("hint"):  # extra guidance for this episode (e.g. a task's learned rubrics)
-            problem = f"{problem}\n\n{options['hint']}"
-        self.messages = [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": problem},
-        ]
-        self._turn, self._done = 0, False
-        return list(self.messages), self._info()
+    task_by_id = find_task
 
-    def _info(self, **extra: Any) -> dict[str, Any]:
-        task = self.task
-        info: dict[str, Any] = {
-            "task_id": task.id,
-            "system_prompt": self.system_prompt,
-            "problem": task.problem,
-            "answer": task.answer,
-            "turn": self._turn,
-        }
-        if "level" in task.metadata:
-            info["level"] = task.metadata["level"]
-        if self.tools:
-            info["tools"] = self.tool_schemas
-        info.update(extra)
+    def first_messages(self, task: MathTask, options: dict[str, Any]) -> list[dict[str, Any]]:
+        """``options["hint"]`` (text) is appended to the problem (e.g. a task's learned rubrics)."""
+        problem = task.problem
+        if options.get("hint"):
+            problem = f"{problem}\n\n{options['hint']}"
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": problem}]
+
+    def task_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"problem": self.task.problem, "answer": self.task.answer}
+        if "level" in self.task.metadata:
+            info["level"] = self.task.metadata["level"]
         return info
 
-    def step(self, action: Any):
-        if self._done:
-            error = "the episode has ended; call reset() before step()"
-            return list(self.messages), 0.0, True, False, self._info(error=error, reward_components={})
-        self._turn += 1
-        parsed = parse_action(action, max_chars=self.config.max_action_chars)
-        if parsed.invalid:
-            self.messages.append({"role": "assistant", "content": parsed.content})
-            self.messages.append({"role": "user", "content": f"Error: {parsed.invalid}"})
-            if self._turn < self.max_turns:  # multi-turn: the error costs a turn
-                return list(self.messages), 0.0, False, False, self._info(error=parsed.invalid, reward_components={})
-            return self._finish(answer_text=None, error=parsed.invalid, truncated=False)
-        self.messages.append(parsed.assistant_message())
-        if self.tools and parsed.wants_tools:
-            results, errors = execute_tool_calls(parsed, self.tools)
-            self.messages += results
-            if self._turn >= self.max_turns:
-                return self._finish(answer_text=None, error="turn limit reached without a final answer", truncated=True)
-            extra = {"error": "; ".join(errors)} if errors else {}
-            return list(self.messages), 0.0, False, False, self._info(reward_components={}, **extra)
-        return self._finish(answer_text=parsed.content, error=None, truncated=False)
+    def reference(self) -> str | None:
+        return str(self.task.answer)
 
-    def _finish(self, answer_text: str | None, error: str | None, truncated: bool):
+    def score(self, final: ParsedAction | None) -> Score:
         cfg = self.config
-        self._done = True
-        extraction = extract_answer(answer_text, cfg.answer_fallback) if answer_text is not None else None
+        extraction = extract_answer(final.content, cfg.answer_fallback) if final is not None else None
         correct = bool(
             extraction is not None
             and extraction.answer is not None
@@ -189,20 +137,9 @@ class MathEnv(gym.Env):
         if cfg.format_weight:
             components["format"] = 1.0 if extraction is not None and extraction.method == "boxed" else 0.0
         reward = components["outcome"] + cfg.format_weight * components.get("format", 0.0)
-        extra: dict[str, Any] = {
-            "correct": correct,
+        return Score(reward=reward, components=components, correct=correct, info={
             "extracted_answer": None if extraction is None else extraction.answer,
-            "extraction": "none" if extraction is None else extraction.method,
-            "reward_components": components,
-        }
-        if error:
-            extra["error"] = error
-        return list(self.messages), float(reward), not truncated, truncated, self._info(**extra)
-
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        return "\n".join(f"[{m['role']}] {m.get('content') or m.get('tool_calls')}" for m in self.messages)
+            "extraction": "none" if extraction is None else extraction.method})
 
     def describe(self) -> dict[str, Any]:
         """The configuration as plain data (for logs and benchmark tables)."""
@@ -211,3 +148,12 @@ class MathEnv(gym.Env):
         if not isinstance(self.config.dataset, str):
             data["dataset"] = f"<{len(self.tasks)} records>"
         return data
+
+
+def shaped_reward(messages: list, info: dict[str, Any]) -> float:
+    """A typical hand-written math reward (``MathFunction-v0``): +0.2 for a ``\\boxed{}`` answer,
+    minus 0.002 per character of the final reply beyond 200 (at most -0.5); summed with the outcome."""
+    reply = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"), "")
+    format_bonus = 0.2 if info.get("extraction") == "boxed" else 0.0
+    length_penalty = min(0.5, 0.002 * max(0, len(reply) - 200))
+    return format_bonus - length_penalty

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as gym
 from pydantic import BaseModel, Field
 
-from rubricgym.spaces import AssistantReplySpace, ChatSpace
-from rubricgym.tools import Tool, ToolError, execute_tool_calls, parse_action
+from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config
+from rubricgym.tools import ParsedAction, Tool, ToolError
 
 from .kb import Article, RagTask, SupportDataset, load_support_dataset
 from .retrieval import Retriever, make_retriever
@@ -54,8 +53,11 @@ class RagSupportConfig:
     """``all``, or ``train`` / ``test``: every fifth question is held out for ``test``."""
 
 
-class RagSupportEnv(gym.Env):
-    """One customer question per episode; the reward is a weighted sum of independent components.
+class RagSupportEnv(ChatEnv):
+    """Customer support from a knowledge base (Lumen Books, covid_faq, xquad_en, mtrag_un): F1 + citation + refusal + grounding.
+
+    One customer question per episode; the reward is a weighted sum of independent components;
+    ``mode="context"`` gives the retrieved articles, ``mode="agentic"`` a search tool.
 
     Example:
         >>> env = gym.make("RagSupport-v0")                                        # doctest: +SKIP
@@ -63,43 +65,33 @@ class RagSupportEnv(gym.Env):
         >>> env.step("Unread printed books can be returned within 30 days [REF-01].")  # doctest: +SKIP
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
-
     def __init__(self, config: RagSupportConfig | None = None, render_mode: str | None = None, **kwargs: Any):
-        if config is not None and kwargs:
-            raise TypeError("pass either a RagSupportConfig or keyword arguments, not both")
-        self.config = cfg = config or RagSupportConfig(**kwargs)
-        if cfg.mode not in ("context", "agentic"):
-            raise ValueError(f"mode must be 'context' or 'agentic', got {cfg.mode!r}")
+        self.config = cfg = make_config(RagSupportConfig, config, kwargs)
+        check_choice("mode", cfg.mode, ("context", "agentic"))
         unknown = set(cfg.weights) - {"f1", "citation", "refusal", "grounded"}
         if unknown:
             raise ValueError(f"unknown reward components in weights: {sorted(unknown)}")
-        self.render_mode = render_mode
+        check_choice("split", cfg.split, ("all", "train", "test"))
         self.dataset = load_support_dataset(cfg.dataset)
-        if cfg.split not in ("all", "train", "test"):
-            raise ValueError(f"split must be 'all', 'train' or 'test', got {cfg.split!r}")
         if cfg.split != "all":
             keep = [t for i, t in enumerate(self.dataset.tasks) if (i % 5 == 0) == (cfg.split == "test")]
             self.dataset = SupportDataset(self.dataset.name, self.dataset.articles, keep, self.dataset.company,
                                           self.dataset.contact)
-        self.tasks_by_id = {t.id: t for t in self.dataset.tasks}
+        self.tasks: list[RagTask] = list(self.dataset.tasks)
         self.retriever: Retriever = make_retriever(cfg.retriever, self.dataset.articles)
         self.known_ids = [a.id for a in self.dataset.articles]
         self.search_tool = Tool("search", "Search the knowledge base; returns the best-matching articles.", SearchArgs,
                                 self._search_text)
         self.tools = {"search": self.search_tool} if cfg.mode == "agentic" else {}
         self.max_turns = cfg.max_turns if cfg.mode == "agentic" else 1
+        self.max_action_chars = cfg.max_action_chars
         prompt = SYSTEM_PROMPT.format(company=self.dataset.company, contact=self.dataset.contact,
                                       example=self.known_ids[0] if self.known_ids else "ID")
         if cfg.mode == "agentic":
             prompt += AGENTIC_PROMPT.format(max_turns=self.max_turns)
         self.system_prompt = prompt
-        self.observation_space = ChatSpace()
-        self.action_space = AssistantReplySpace(max_length=cfg.max_action_chars)
-        self.task: RagTask | None = None
-        self.messages: list[dict[str, Any]] = []
         self.retrieved: dict[str, Article] = {}
-        self._turn, self._done = 0, True
+        super().__init__(render_mode)
 
     def _search_text(self, args: SearchArgs) -> str:
         results = self.retriever.search(args.query, self.config.top_k)
@@ -109,57 +101,26 @@ class RagSupportEnv(gym.Env):
             self.retrieved[article.id] = article
         return "\n\n".join(article.render() for article, _ in results)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        options = options or {}
-        if options.get("task_id") is not None:
-            if str(options["task_id"]) not in self.tasks_by_id:
-                raise ValueError(f"unknown task_id {options['task_id']!r} for dataset {self.dataset.name!r}")
-            self.task = self.tasks_by_id[str(options["task_id"])]
-        else:
-            self.task = self.dataset.tasks[int(self.np_random.integers(len(self.dataset.tasks)))]
+    def first_messages(self, task: RagTask, options: dict[str, Any]) -> list[dict[str, Any]]:
         self.retrieved = {}
-        history = [dict(m) for m in self.task.history if m.get("content")]
-        user = self.task.question
+        history = [dict(m) for m in task.history if m.get("content")]
+        user = task.question
         if self.config.mode == "context":
-            articles = [a for a, _ in self.retriever.search(self.task.question, self.config.top_k)]
+            articles = [a for a, _ in self.retriever.search(task.question, self.config.top_k)]
             self.retrieved = {a.id: a for a in articles}
             rendered = "\n\n".join(a.render() for a in articles) or "(no article matched)"
-            user = f"{self.task.question}\n\n[Retrieved articles]:\n{rendered}"
-        self.messages = [{"role": "system", "content": self.system_prompt}, *history, {"role": "user", "content": user}]
-        self._turn, self._done = 0, False
-        return list(self.messages), self._info()
+            user = f"{task.question}\n\n[Retrieved articles]:\n{rendered}"
+        return [{"role": "system", "content": self.system_prompt}, *history, {"role": "user", "content": user}]
 
-    def _info(self, **extra: Any) -> dict[str, Any]:
-        info = {"task_id": self.task.id, "system_prompt": self.system_prompt, "question": self.task.question,
-                "answer": self.task.answer, "supporting_ids": list(self.task.supporting_ids),
-                "answerable": self.task.answerable, "turn": self._turn, "retrieved_ids": list(self.retrieved)}
-        if self.tools:
-            info["tools"] = [self.search_tool.schema]
-        info.update(extra)
-        return info
+    def task_info(self) -> dict[str, Any]:
+        task = self.task
+        return {"question": task.question, "answer": task.answer, "supporting_ids": list(task.supporting_ids),
+                "answerable": task.answerable, "retrieved_ids": list(self.retrieved)}
 
-    def step(self, action: Any):
-        if self._done:
-            return list(self.messages), 0.0, True, False, self._info(error="the episode has ended; call reset() before step()",
-                                                                       reward_components={})
-        self._turn += 1
-        parsed = parse_action(action, max_chars=self.config.max_action_chars)
-        if parsed.invalid:
-            self.messages += [{"role": "assistant", "content": parsed.content}, {"role": "user", "content": f"Error: {parsed.invalid}"}]
-            if self._turn < self.max_turns:
-                return list(self.messages), 0.0, False, False, self._info(error=parsed.invalid, reward_components={})
-            return self._finish(None, error=parsed.invalid, truncated=False)
-        self.messages.append(parsed.assistant_message())
-        if self.tools and parsed.wants_tools:
-            results, errors = execute_tool_calls(parsed, self.tools)
-            self.messages += results
-            if self._turn >= self.max_turns:
-                return self._finish(None, error="turn limit reached without a final answer", truncated=True)
-            return list(self.messages), 0.0, False, False, self._info(reward_components={}, **({"error": "; ".join(errors)} if errors else {}))
-        return self._finish(parsed.content, error=None, truncated=False)
+    def reference(self) -> str | None:
+        return self.task.answer
 
-    def score(self, answer: str | None) -> tuple[dict[str, float], list[str]]:
+    def components(self, answer: str | None) -> tuple[dict[str, float], list[str]]:
         """The components for ``answer`` given this episode's task and retrieved articles."""
         if answer is None:
             return {"f1": 0.0, "citation": 0.0, "refusal": 0.0, "grounded": 0.0}, []
@@ -172,21 +133,13 @@ class RagSupportEnv(gym.Env):
             "grounded": grounded,
         }, missing
 
-    def _finish(self, answer: str | None, error: str | None, truncated: bool):
-        self._done = True
-        components, missing = self.score(answer)
+    def score(self, final: ParsedAction | None) -> Score:
+        answer = None if final is None else final.content
+        components, missing = self.components(answer)
         reward = sum(self.config.weights.get(name, 0.0) * value for name, value in components.items())
-        extra: dict[str, Any] = {"reward_components": components, "unsupported_facts": missing,
-                                 "cited_ids": sorted(cited_ids(answer or "", self.known_ids)),
-                                 "refused": bool(answer is not None and is_refusal(answer)),
-                                 "correct": bool(components["refusal"] == 1.0 and (components["f1"] >= 0.5 or not self.task.answerable))}
+        correct = bool(components["refusal"] == 1.0 and (components["f1"] >= 0.5 or not self.task.answerable))
+        info: dict[str, Any] = {"unsupported_facts": missing, "cited_ids": sorted(cited_ids(answer or "", self.known_ids)),
+                                "refused": bool(answer is not None and is_refusal(answer))}
         if answer is not None and not self.retrieved:
-            extra["warning"] = "answered before any search: every stated fact is unsupported"
-        if error:
-            extra["error"] = error
-        return list(self.messages), float(reward), not truncated, truncated, self._info(**extra)
-
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        return "\n".join(f"[{m['role']}] {m.get('content') or m.get('tool_calls')}" for m in self.messages)
+            info["warning"] = "answered before any search: every stated fact is unsupported"
+        return Score(reward=reward, components=components, correct=correct, info=info)

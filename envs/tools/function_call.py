@@ -6,11 +6,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
-
+from rubricgym.chatenv import ChatEnv, Score, make_config
 from rubricgym.data import DatasetLoadError, load_records, shared_data_dir
-from rubricgym.spaces import AssistantReplySpace, ChatSpace
-from rubricgym.tools import parse_action
+from rubricgym.tools import ParsedAction
 
 from .bfcl import check_calls, to_openai_schema
 
@@ -24,75 +22,75 @@ SYSTEM_PROMPT = (
 
 @dataclass
 class FunctionCallConfig:
+    """Every knob of :class:`FunctionCallEnv`."""
+
     dataset: str = "simple_python"
     """A BFCL-format .jsonl path, or a category name read from ../shared/data/bfcl_v4."""
     correct_reward: float = 1.0
     incorrect_reward: float = 0.0
+    max_action_chars: int = 200_000
+    """Longer replies are refused with an error."""
 
 
-class FunctionCallEnv(gym.Env):
-    """One BFCL row per episode: the tools are the row's functions, the action is the agent's
-    tool calls, the reward is BFCL's AST check (``info["reward_components"]["ast"]``)."""
+class FunctionCallEnv(ChatEnv):
+    """Single-turn function calling on BFCL-format rows (dataset=<category or .jsonl>): the reward is BFCL's AST check.
 
-    metadata = {"render_modes": [], "render_fps": 4}
+    One row per episode: the tools are the row's functions, the action is the agent's tool
+    calls (they are the answer and are not executed); ``info["reward_components"]["ast"]``.
+    """
 
-    def __init__(self, config: FunctionCallConfig | None = None, **kwargs: Any):
-        self.config = cfg = config or FunctionCallConfig(**kwargs)
+    execute_tools = False
+
+    def __init__(self, config: FunctionCallConfig | None = None, render_mode: str | None = None, **kwargs: Any):
+        self.config = cfg = make_config(FunctionCallConfig, config, kwargs)
         path = cfg.dataset
         if not str(path).endswith(".jsonl"):
             folder = shared_data_dir()
             if folder is None:
                 raise DatasetLoadError(f"BFCL category {path!r} is read from ../shared/data/bfcl_v4; pass a .jsonl path")
             path = folder / "bfcl_v4" / f"{cfg.dataset}.jsonl"
-        self.rows = load_records(path)
-        if not self.rows or "function" not in self.rows[0]:
+        self.tasks = load_records(path)
+        if not self.tasks or "function" not in self.tasks[0]:
             raise DatasetLoadError(f"{path}: not a BFCL-format file (rows need 'question' and 'function')")
-        self.rows_by_id = {str(r["id"]): r for r in self.rows}
-        self.observation_space = ChatSpace()
-        self.action_space = AssistantReplySpace(max_length=200_000)
-        self.row: dict[str, Any] | None = None
-        self.messages: list[dict[str, Any]] = []
-        self._done = True
+        self.max_action_chars = cfg.max_action_chars
+        super().__init__(render_mode)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        options = options or {}
-        if options.get("task_id") is not None:
-            if str(options["task_id"]) not in self.rows_by_id:
-                raise ValueError(f"unknown task_id {options['task_id']!r}")
-            self.row = self.rows_by_id[str(options["task_id"])]
-        else:
-            self.row = self.rows[int(self.np_random.integers(len(self.rows)))]
-        self.tools = [to_openai_schema(f) for f in self.row["function"]]
-        turn = self.row["question"][0]
-        system = SYSTEM_PROMPT.replace("{schemas}", "\n".join(json.dumps(t, ensure_ascii=False) for t in self.tools))
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return self.tasks
+
+    @property
+    def row(self) -> dict[str, Any] | None:
+        return self.task
+
+    def task_id(self, task: dict[str, Any]) -> str:
+        return str(task["id"])
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI schemas of the current row's functions (shown to the agent, never executed)."""
+        return [to_openai_schema(f) for f in self.task["function"]] if self.task is not None else []
+
+    def first_messages(self, task: dict[str, Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+        turn = task["question"][0]
+        schemas = [to_openai_schema(f) for f in task["function"]]
+        system = SYSTEM_PROMPT.replace("{schemas}", "\n".join(json.dumps(t, ensure_ascii=False) for t in schemas))
         extra_system = [m["content"] for m in turn if m.get("role") == "system"]
         if extra_system:
             system = "\n\n".join(extra_system + [system])
-        self.messages = [{"role": "system", "content": system}] + [m for m in turn if m.get("role") != "system"]
-        self._done = False
-        return list(self.messages), self._info()
+        return [{"role": "system", "content": system}] + [m for m in turn if m.get("role") != "system"]
 
-    def _info(self, **extra: Any) -> dict[str, Any]:
-        return {"task_id": str(self.row["id"]), "tools": self.tools, "category": self.row.get("category"),
-                "system_prompt": self.messages[0]["content"], **extra}
+    def task_info(self) -> dict[str, Any]:
+        return {"category": self.task.get("category")}
 
-    def step(self, action: Any):
-        if self._done:
-            return list(self.messages), 0.0, True, False, self._info(error="the episode has ended; call reset()",
-                                                                       reward_components={})
-        self._done = True
-        parsed = parse_action(action)
-        if parsed.invalid:
-            self.messages += [{"role": "assistant", "content": parsed.content}, {"role": "user", "content": f"Error: {parsed.invalid}"}]
-            return list(self.messages), self.config.incorrect_reward, True, False, self._info(
-                error=parsed.invalid, correct=False, reward_components={"ast": 0.0})
-        self.messages.append(parsed.assistant_message())
-        calls = [(c.name, c.arguments) for c in parsed.tool_calls]
-        if parsed.errors:
-            correct, reason = False, "; ".join(parsed.errors)
+    def score(self, final: ParsedAction | None) -> Score:
+        cfg = self.config
+        if final is None:
+            correct, reason = False, "no valid reply"
+        elif final.errors:
+            correct, reason = False, "; ".join(final.errors)
         else:
-            correct, reason = check_calls(calls, self.row.get("ground_truth"), self.row["function"])
-        reward = self.config.correct_reward if correct else self.config.incorrect_reward
-        return list(self.messages), float(reward), True, False, self._info(
-            correct=correct, reason=reason, reward_components={"ast": 1.0 if correct else 0.0})
+            calls = [(c.name, c.arguments) for c in final.tool_calls]
+            correct, reason = check_calls(calls, self.task.get("ground_truth"), self.task["function"])
+        reward = cfg.correct_reward if correct else cfg.incorrect_reward
+        return Score(reward=reward, components={"ast": 1.0 if correct else 0.0}, correct=correct, info={"reason": reason})

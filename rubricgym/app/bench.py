@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from rubricgym.llm import LLM, LLMConfig, make_llm
+from rubricgym.registration import scheme_of
 
-from .policy import PolicyConfig
-from .train import TrainConfig, Trainer, evaluate
+from rubricgym.agents.policy import PolicyConfig
+from rubricgym.agents.train import TrainConfig, Trainer, evaluate
 
 SCHEMES: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
     "math": {
@@ -79,10 +80,11 @@ def _env_kwargs(suite: str, env_id: str, extra: dict[str, Any], config: BenchCon
         kwargs["levels"] = config.math_levels
     else:
         kwargs["split"] = "train"
-    if "Ruler" in env_id:
+    scheme = scheme_of(env_id)
+    if scheme == "ruler":
         kwargs.update(judge=judge, max_tokens=config.judge_max_tokens, max_fixes=config.judge_max_fixes,
                       explanation_max_chars=config.judge_explanation_chars)
-    if "Rubric" in env_id:
+    if scheme == "rubric":
         kwargs.update(verifier=judge, max_fixes=config.judge_max_fixes)
     return kwargs
 
@@ -128,7 +130,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
         for name, (env_id, extra) in SCHEMES[suite].items():
             if config.schemes and name not in config.schemes and f"{suite}:{name}" not in config.schemes:
                 continue
-            judged = "Ruler" in env_id or "Rubric" in env_id
+            judged = scheme_of(env_id) in ("ruler", "rubric")
             judge = _scheme_judge(backend, config)
             train_config = TrainConfig(env=env_id, env_kwargs=_env_kwargs(suite, env_id, extra, config, judge), algo="grpo",
                                        steps=config.steps, group_size=config.group_size,

@@ -9,14 +9,14 @@ import sys
 def cmd_envs(args: argparse.Namespace) -> int:
     from rubricgym.registration import ENVS
 
-    width = max(len(env.id) for env in ENVS)
-    for env in ENVS:
+    width = max(len(env.id) for env in ENVS.values())
+    for env in ENVS.values():
         print(f"{env.id:<{width}}  {env.summary}")
     return 0
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from rubricgym.baseline import run_baseline
+    from rubricgym.app.baseline import run_baseline
 
     levels = tuple(int(x) for x in args.levels.split(","))
     for policy in args.policy.split(","):
@@ -60,7 +60,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rubricgym.llm import LLMConfig, make_llm
-    from rubricgym.wrappers.ruler import DEFAULT_RUBRIC, RulerConfig, print_ruler_result, ruler_score_sync
+    from rubricgym.judges.ruler import DEFAULT_RUBRIC, RulerConfig, print_ruler_result, ruler_score_sync
 
     labels, trajectories, tools = _read_trajectories(args.file)
     rubric = DEFAULT_RUBRIC
@@ -96,7 +96,9 @@ def _env_kwargs(args: argparse.Namespace) -> dict:
         kwargs["tools"] = args.tools.split(",")
     if getattr(args, "judge", None):
         # RULER envs take a judge; rubric envs take the judge as verifier (and fixed rubricator if asked)
-        kwargs["verifier" if "Rubric" in args.env else "judge"] = args.judge
+        from rubricgym.registration import scheme_of
+
+        kwargs["verifier" if scheme_of(args.env) == "rubric" else "judge"] = args.judge
         if args.api_base:
             kwargs["api_base"] = args.api_base
     return kwargs
@@ -148,7 +150,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import shlex
     import sys
 
-    from rubricgym.agents.bench import BenchConfig, markdown_table, run_bench
+    from rubricgym.app.bench import BenchConfig, markdown_table, run_bench
 
     config = BenchConfig(suites=tuple(args.suites.split(",")), schemes=tuple(s for s in args.schemes.split(",") if s),
                          judge=args.judge, api_base=args.api_base, seed=args.seed, output_dir=args.output,

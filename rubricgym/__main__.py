@@ -1,0 +1,5 @@
+import sys
+
+from rubricgym.app.cli import main
+
+sys.exit(main())

@@ -1,0 +1,219 @@
+"""The base class of every rubricgym text env: one multi-turn chat loop, written once.
+
+:class:`ChatEnv` owns what every family needs and nothing family-specific: reset by task id,
+the step guard with an explicit ended flag, invalid actions, tool execution, the turn limit,
+``info`` bookkeeping, ``render`` and the typed :class:`~rubricgym.records.EpisodeResult` of the
+final step. A family supplies only its tasks, its first messages and its scoring:
+
+* ``self.tasks`` (a list) and :meth:`task_id` (the id of one task) before ``super().__init__``;
+* :meth:`first_messages` (system prompt first, then the conversation the agent starts from);
+* :meth:`score` (the components, reward and correctness of the final action);
+* optionally :meth:`task_info` (extra reset ``info``), :meth:`reference`, :meth:`find_task`,
+  :meth:`after_tool_call`, and ``self.tools`` / ``self.max_turns`` / ``self.execute_tools``.
+
+Semantics (one message per situation, shared by every env):
+
+* an invalid action (wrong type, over ``max_action_chars``) is answered with ``Error: ...`` as a
+  user message and ``info["error"]``; it costs a turn, and on the last turn ends the episode
+  unanswered (the env's score for no answer);
+* tool calls are executed when the env has tools; running out of turns while still calling
+  tools is ``truncated`` with :data:`TURN_LIMIT` as the error;
+* stepping an ended episode returns the final observation, reward 0, ``terminated=True``,
+  ``info["episode_ended"] = True`` and :data:`ENDED` as the error; it never raises.
+
+Example:
+    >>> class Echo(ChatEnv):
+    ...     def __init__(self):
+    ...         self.tasks = ["hello", "world"]
+    ...         super().__init__()
+    ...     def task_id(self, task): return task
+    ...     def first_messages(self, task, options):
+    ...         return [{"role": "system", "content": "Repeat the word."}, {"role": "user", "content": task}]
+    ...     def score(self, final):
+    ...         ok = final is not None and final.content.strip() == self.task
+    ...         return Score(reward=float(ok), components={"match": float(ok)}, correct=ok)
+    >>> env = Echo()
+    >>> obs, info = env.reset(options={"task_id": "world"})
+    >>> obs, reward, terminated, truncated, info = env.step("world")
+    >>> reward, terminated, info["episode"].correct
+    (1.0, True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import gymnasium as gym
+
+from rubricgym.records import EpisodeResult
+from rubricgym.spaces import AssistantReplySpace, ChatSpace
+from rubricgym.tools import ParsedAction, Tool, execute_tool_calls, parse_action
+
+ENDED = "the episode has ended; call reset() before step()"
+TURN_LIMIT = "turn limit reached without a final answer"
+
+
+def make_config(config_class: type, config: Any, kwargs: dict[str, Any]) -> Any:
+    """An env's config: the object given, or one built from keyword arguments (not both)."""
+    if config is not None and kwargs:
+        raise TypeError(f"pass either a {config_class.__name__} or keyword arguments, not both")
+    return config if config is not None else config_class(**kwargs)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    """Refuse a setting outside ``choices`` at construction, with the allowed values named."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+@dataclass
+class Score:
+    """What a family's :meth:`ChatEnv.score` returns for the final action."""
+
+    reward: float
+    components: dict[str, float]
+    correct: bool | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    """Extra ``info`` keys of the final step (also kept in the episode result's metadata)."""
+
+
+class ChatEnv(gym.Env):
+    """A chat env: observation = the messages so far, action = the assistant's reply."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    #: the turn limit (the final answer counts as a turn); 1 = single-turn
+    max_turns: int = 1
+    #: longer replies are refused; the action space's limit is the same number
+    max_action_chars: int = 200_000
+    #: whether tool calls in a reply are executed (False: the calls are the answer, as in BFCL)
+    execute_tools: bool = True
+
+    def __init__(self, render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+        if not getattr(self, "tasks", None):
+            raise ValueError(f"{type(self).__name__} has no tasks")
+        self.tasks_by_id = {str(self.task_id(task)): task for task in self.tasks}
+        if not hasattr(self, "tools"):
+            self.tools: dict[str, Tool] = {}
+        self.observation_space = ChatSpace()
+        self.action_space = AssistantReplySpace(max_length=self.max_action_chars)
+        self.task: Any = None
+        self.messages: list[dict[str, Any]] = []
+        self._turn = 0
+        self._ended = True
+
+    # -- what a family supplies ------------------------------------------------------------------
+
+    def task_id(self, task: Any) -> str:
+        """The id of ``task`` (``reset(options={"task_id": ...})`` picks it)."""
+        return str(task.id)
+
+    def find_task(self, task_id: str) -> Any:
+        """The task with ``task_id``; raise ``ValueError`` for an unknown id (a programming error)."""
+        task = self.tasks_by_id.get(str(task_id))
+        if task is None:
+            raise ValueError(f"unknown task_id {task_id!r} for {type(self).__name__}")
+        return task
+
+    def first_messages(self, task: Any, options: dict[str, Any]) -> list[dict[str, Any]]:
+        """The conversation the agent starts from, system prompt first."""
+        raise NotImplementedError
+
+    def score(self, final: ParsedAction | None) -> Score:
+        """Score the episode's final action (None: it ended without a valid final answer)."""
+        raise NotImplementedError
+
+    def task_info(self) -> dict[str, Any]:
+        """Family-specific ``info`` keys of every step (the current task is ``self.task``)."""
+        return {}
+
+    def reference(self) -> str | None:
+        """The reference answer of the current task, for the episode result (judges may read it)."""
+        return None
+
+    def after_tool_call(self) -> None:
+        """Called after each executed tool call (e.g. to commit a database transaction)."""
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    @property
+    def specification(self) -> str:
+        """The system prompt of the current episode."""
+        return self.messages[0]["content"] if self.messages else ""
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI schemas of the tools the agent sees (also shown to judges)."""
+        return [tool.schema for tool in self.tools.values()]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """``options``: ``task_id`` picks the task (same id, same scenario); families may read more."""
+        super().reset(seed=seed)
+        options = options or {}
+        if options.get("task_id") is not None:
+            self.task = self.find_task(str(options["task_id"]))
+        else:
+            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.messages = list(self.first_messages(self.task, options))
+        self._turn, self._ended = 0, False
+        return list(self.messages), self._info()
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        info: dict[str, Any] = {"task_id": str(self.task_id(self.task)), "system_prompt": self.specification,
+                                "turn": self._turn, **self.task_info()}
+        if self.tool_schemas:
+            info["tools"] = self.tool_schemas
+        info.update(extra)
+        return info
+
+    def step(self, action: Any):
+        if self._ended:
+            info = self._info(error=ENDED, episode_ended=True, reward_components={}) if self.task is not None else {
+                "error": ENDED, "episode_ended": True, "reward_components": {}}
+            return list(self.messages), 0.0, True, False, info
+        self._turn += 1
+        parsed = parse_action(action, max_chars=self.max_action_chars)
+        if parsed.invalid:
+            self.messages += [{"role": "assistant", "content": parsed.content},
+                              {"role": "user", "content": f"Error: {parsed.invalid}"}]
+            if self._turn < self.max_turns:
+                return self._continue([parsed.invalid])
+            return self._finish(None, error=parsed.invalid, truncated=False)
+        self.messages.append(parsed.assistant_message())
+        if self.tools and self.execute_tools and parsed.wants_tools:
+            results, errors = execute_tool_calls(parsed, self.tools, after_each=self.after_tool_call)
+            self.messages += results
+            if self._turn >= self.max_turns:
+                return self._finish(None, error=TURN_LIMIT, truncated=True)
+            return self._continue(errors)
+        return self._finish(parsed, error=None, truncated=False)
+
+    def _continue(self, errors: Sequence[str]):
+        extra = {"error": "; ".join(errors)} if errors else {}
+        return list(self.messages), 0.0, False, False, self._info(reward_components={}, **extra)
+
+    def _finish(self, final: ParsedAction | None, error: str | None, truncated: bool):
+        self._ended = True
+        scored = self.score(final)
+        components = {name: float(value) for name, value in scored.components.items()}
+        user = next((m.get("content") or "" for m in self.messages if m.get("role") == "user"), "")
+        episode = EpisodeResult(
+            task_id=str(self.task_id(self.task)), specification=self.specification, task=user,
+            reference=self.reference(), answer=None if final is None else final.content, correct=scored.correct,
+            reward=float(scored.reward), reward_components=components, tools=self.tool_schemas or None,
+            truncated=truncated, error=error, metadata=scored.info)
+        extra: dict[str, Any] = {**scored.info, "reward_components": components, "episode": episode}
+        if scored.correct is not None:
+            extra["correct"] = bool(scored.correct)
+        if error:
+            extra["error"] = error
+        return list(self.messages), float(scored.reward), not truncated, truncated, self._info(**extra)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(f"[{m['role']}] {m.get('content') or m.get('tool_calls')}" for m in self.messages)

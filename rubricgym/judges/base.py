@@ -1,0 +1,161 @@
+"""What every judge core shares, with no gym: group members, their scores, combining rewards,
+rescoring finished trajectories, and running a coroutine from sync code.
+
+A *group scorer* (RULER, RLCER rubrics, a hand-written function) takes the members of one
+scenario's group, each a :class:`Member` (its messages and the env's
+:class:`~rubricgym.records.EpisodeResult`), and returns a :class:`GroupScore`: per member the
+combined reward, the added reward components, per-role rewards (RLCER) and info keys. The
+wrappers in :mod:`rubricgym.wrappers.episode` write a GroupScore into the env loop;
+:func:`rescore_group` writes one into finished :class:`~rubricgym.records.Trajectory` records
+(for other trainers and offline rescoring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence, Union
+
+from rubricgym.records import EpisodeResult, Group, Trajectory
+
+Message = dict[str, Any]
+
+
+@dataclass
+class Member:
+    """One finished episode of a group, as a scorer sees it."""
+
+    messages: list[Message]
+    episode: EpisodeResult
+    rubric_text: str | None = None
+    """The rubric this member's policy wrote as rubricator (RLCER policy mode), if any."""
+
+    @property
+    def env_reward(self) -> float:
+        return float(self.episode.reward)
+
+    @classmethod
+    def from_trajectory(cls, trajectory: Trajectory) -> "Member":
+        """The member of a recorded trajectory (its final messages and episode result)."""
+        if trajectory.episode is None:
+            raise ValueError(f"trajectory {trajectory.id} has no episode result: was it recorded to its end?")
+        last = trajectory.transitions[-1].info if trajectory.transitions else {}
+        return cls(list(trajectory.messages), trajectory.episode, last.get("rubric_text"))
+
+
+@dataclass
+class MemberScore:
+    """A scorer's verdict on one member."""
+
+    reward: float
+    """The member's new episode return (the env reward combined with the added components)."""
+    components: dict[str, float] = field(default_factory=dict)
+    """Added reward components (e.g. ``{"env": -1.0, "ruler": 0.7}``); a failed source is absent."""
+    role_rewards: dict[str, float] | None = None
+    """Per-role returns (RLCER: reasoner, rubricator); None for single-role scorers."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Keys for the member's step ``info`` (explanations, failure flags, rubric statistics)."""
+
+
+@dataclass
+class GroupScore:
+    members: list[MemberScore]
+    failed: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
+
+
+class GroupScorer(Protocol):
+    """Scores the members of one group; ``relative`` scorers compare members with each other."""
+
+    name: str
+    relative: bool
+
+    async def score_group(self, task_id: str, members: Sequence[Member]) -> GroupScore: ...
+
+
+#: ``"replace"`` (the added component alone), ``"sum"`` (env reward + component), or weights
+#: ``{"env": w_env, "<component>": w, ...}`` for a weighted sum.
+Combine = Union[str, Mapping[str, float]]
+
+
+def combine_reward(env_reward: float, added: Mapping[str, float | None], combine: Combine) -> float:
+    """The scalar reward from the env's reward and the added components.
+
+    A component that is ``None`` (its source failed) contributes nothing; with ``"replace"``
+    the env reward is kept instead, so a failed judge never zeroes a rollout.
+
+    Example:
+        >>> combine_reward(1.0, {"ruler": 0.25}, "sum"), combine_reward(1.0, {"ruler": 0.25}, "replace")
+        (1.25, 0.25)
+        >>> combine_reward(1.0, {"ruler": 0.5}, {"env": 0.5, "ruler": 2.0})
+        1.5
+        >>> combine_reward(-1.0, {"ruler": None}, "replace")
+        -1.0
+    """
+    present = {k: float(v) for k, v in added.items() if v is not None}
+    if isinstance(combine, str):
+        if combine == "sum":
+            return float(env_reward) + sum(present.values())
+        if combine == "replace":
+            return sum(present.values()) if present else float(env_reward)
+        raise ValueError(f"combine must be 'replace', 'sum' or a dict of weights, got {combine!r}")
+    unknown = set(combine) - {"env", *added}
+    if unknown:
+        raise ValueError(f"weights for unknown components {sorted(unknown)}; known: env, {', '.join(added)}")
+    total = combine.get("env", 0.0) * float(env_reward)
+    return total + sum(combine.get(name, 0.0) * value for name, value in present.items())
+
+
+def apply_member_score(trajectory: Trajectory, score: MemberScore) -> None:
+    """Write ``score`` into a finished trajectory: components, and the return on its transitions
+    (each role's reward on that role's last transition when the scorer gives per-role rewards)."""
+    trajectory.reward_components.update({k: float(v) for k, v in score.components.items()})
+    if score.role_rewards is None:
+        trajectory.set_return(score.reward)
+        return
+    last_of_role: dict[str, Any] = {}
+    for transition in trajectory.transitions:
+        transition.reward = 0.0
+        last_of_role[transition.info.get("role", "reasoner")] = transition
+    for role, reward in score.role_rewards.items():
+        if role in last_of_role:
+            last_of_role[role].reward = float(reward)
+    trajectory.reward = float(score.reward)
+
+
+async def rescore_group(group: Group, scorer: GroupScorer) -> GroupScore:
+    """Score a recorded :class:`~rubricgym.records.Group` in place (the one way to rescore
+    finished trajectories); every trajectory is kept, also when the scorer failed."""
+    members = [Member.from_trajectory(t) for t in group.trajectories]
+    result = await scorer.score_group(str(group.task_id), members)
+    for trajectory, score in zip(group.trajectories, result.members):
+        apply_member_score(trajectory, score)
+        trajectory.metadata.update({k: v for k, v in score.info.items() if isinstance(v, (str, int, float, bool))})
+    group.metadata.update({f"{scorer.name}_failed": result.failed, **result.info})
+    return result
+
+
+def run_sync(coroutine):
+    """Run a coroutine from sync code, also when an event loop is already running (notebooks)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as err:  # re-raised in the caller's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
