@@ -1,0 +1,86 @@
+"""``WordSort-v0``: put a handful of words into alphabetical order (the worked example of a new
+env family in one file; see "Adding an env family" in docs/design.md).
+
+A family supplies only its tasks, its first messages and its scoring; :class:`ChatEnv` does the
+rest, and :func:`register` derives ``WordSortRuler-v0`` and ``WordSortRubric-v0`` from it. The
+one other line it needs is its entry point in pyproject.toml.
+
+Example:
+    >>> import gymnasium as gym, rubricgym
+    >>> env = gym.make("WordSort-v0")
+    >>> obs, info = env.reset(options={"task_id": "ws-train-0"})
+    >>> obs[-1]["content"]
+    'Sort these words alphabetically: nectar, birch, ivory, quartz, pearl, maple'
+    >>> env.step("birch, ivory, maple, nectar, pearl, quartz")[1]
+    1.0
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config
+from rubricgym.registration import register_family
+from rubricgym.tools import ParsedAction
+
+WORDS = ("amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "heron", "ivory", "jade", "kelp", "lemon",
+         "maple", "nectar", "olive", "pearl", "quartz", "raven", "stone", "thyme", "umber", "violet", "willow", "yarrow")
+SYSTEM_PROMPT = "You sort words. Reply with the given words in alphabetical order, separated by commas, and nothing else."
+
+
+@dataclass
+class WordSortConfig:
+    """Every knob of :class:`WordSortEnv`."""
+
+    num_tasks: int = 200
+    """Tasks per split."""
+    min_words: int = 3
+    max_words: int = 6
+    split: str = "train"
+    """``train`` or ``test`` (disjoint seeds)."""
+    max_action_chars: int = 2_000
+    """Longer replies are refused with an error."""
+
+
+@dataclass(frozen=True)
+class WordSortTask:
+    id: str
+    words: tuple[str, ...]
+
+
+class WordSortEnv(ChatEnv):
+    """Sort 3-6 words alphabetically: +1 for the exact order, else -1; ``position`` = share of words in place."""
+
+    def __init__(self, config: WordSortConfig | None = None, render_mode: str | None = None, **kwargs: Any):
+        self.config = cfg = make_config(WordSortConfig, config, kwargs)
+        check_choice("split", cfg.split, ("train", "test"))
+        seed = 0 if cfg.split == "train" else 1_000_003
+        self.tasks = [self.make_task(f"ws-{cfg.split}-{i}", random.Random(seed + i)) for i in range(cfg.num_tasks)]
+        self.max_action_chars = cfg.max_action_chars
+        super().__init__(render_mode)
+
+    def make_task(self, task_id: str, rng: random.Random) -> WordSortTask:
+        return WordSortTask(task_id, tuple(rng.sample(WORDS, rng.randint(self.config.min_words, self.config.max_words))))
+
+    def first_messages(self, task: WordSortTask, options: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": "Sort these words alphabetically: " + ", ".join(task.words)}]
+
+    def reference(self) -> str:
+        return ", ".join(sorted(self.task.words))
+
+    def score(self, final: ParsedAction | None) -> Score:
+        expected = sorted(self.task.words)
+        given = re.findall(r"[a-z]+", (final.content if final else "").lower())
+        correct = given == expected
+        in_place = sum(a == b for a, b in zip(given, expected)) / len(expected)
+        return Score(reward=1.0 if correct else -1.0, components={"outcome": 1.0 if correct else -1.0, "position": in_place},
+                     correct=correct)
+
+
+def register() -> None:
+    """``WordSort-v0`` and its judged variants (RULER summed with the outcome; RLCER rubrics)."""
+    register_family("WordSort", WordSortEnv, ruler={"combine": "sum"}, rubric={})
