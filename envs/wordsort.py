@@ -74,7 +74,8 @@ class WordSortEnv(ChatEnv):
 
     def score(self, final: ParsedAction | None) -> Score:
         expected = sorted(self.task.words)
-        given = re.findall(r"[a-z]+", (final.content if final else "").lower())
+        # the task's words in the order the reply gives them (other words are ignored)
+        given = [w for w in re.findall(r"[a-z]+", (final.content if final else "").lower()) if w in self.task.words]
         correct = given == expected
         in_place = sum(a == b for a, b in zip(given, expected)) / len(expected)
         return Score(reward=1.0 if correct else -1.0, components={"outcome": 1.0 if correct else -1.0, "position": in_place},
