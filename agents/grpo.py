@@ -10,37 +10,28 @@ from typing import Literal, Sequence
 
 import torch
 
+from .config import AlgoConfig
+from .losses import LossStats, aggregate, clipped_token_loss, k3_kl
 from .policy import Policy
 from .rollout import RolloutBatch, Turn
 
 
 @dataclass
-class GRPOConfig:
-    """Every GRPO knob, named, typed and defaulted (defaults measured on the 2-core CPU machine)."""
+class GRPOConfig(AlgoConfig):
+    """Every GRPO knob, named, typed and defaulted (defaults measured on the 2-core CPU machine);
+    the shared ones (learning rate, clipping, iterations, micro-batches) are :class:`AlgoConfig`'s."""
 
-    learning_rate: float = 2e-4
-    """LoRA wants about 10x the full fine-tune rate; 2e-4 learns single-digit sums fastest here."""
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Divide advantages by the group's std, the batch's std, or nothing (Dr. GRPO)."""
     loss_type: Literal["token", "sequence", "dr_grpo"] = "token"
     """``token``: mean over all completion tokens of the batch (DAPO); ``sequence``: mean per
     completion, then over completions; ``dr_grpo``: sum / (completions x max_new_tokens)."""
-    epsilon_low: float = 0.2
-    """Lower clip of the ratio: 1 - epsilon_low."""
-    epsilon_high: float = 0.28
-    """Upper clip (clip-higher): 1 + epsilon_high."""
     beta: float = 0.0
     """Weight of the k3 KL to the reference (adapter disabled); 0 skips the reference pass."""
-    num_iterations: int = 1
-    """Optimisation passes over each batch (the ratio departs from 1 after the first)."""
     mask_truncated: bool = False
     """Leave completions that hit the token limit out of the loss."""
-    micro_batch_size: int = 2
-    """Completions per forward/backward pass (gradients accumulate across micro-batches); small
-    micro-batches bound the activation memory at little cost in speed on CPU."""
     advantage_eps: float = 1e-4
+    """Added to the std before dividing (TRL's 1e-4)."""
 
 
 def group_advantages(rewards: torch.Tensor, group_ids: Sequence[int], scale: str = "group",
@@ -72,34 +63,6 @@ def group_advantages(rewards: torch.Tensor, group_ids: Sequence[int], scale: str
     return advantages, zero_variance
 
 
-def clipped_token_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                       epsilon_low: float, epsilon_high: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token PPO-clip loss ``-min(r A, clip(r) A)`` and whether each token was clipped."""
-    ratio = torch.exp(logprobs - old_logprobs)
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high) * advantages
-    return -torch.min(unclipped, clipped), (clipped < unclipped)
-
-
-def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimator of KL(policy || reference): exp(d) - d - 1 with d = ref - policy."""
-    delta = ref_logprobs - logprobs
-    return torch.exp(delta) - delta - 1
-
-
-def aggregate(token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str, total_tokens: float,
-              total_sequences: float, max_new_tokens: int) -> torch.Tensor:
-    """Aggregate per-token losses of a micro-batch as its share of the whole batch's loss."""
-    if loss_type == "token":
-        return (token_loss * mask).sum() / max(total_tokens, 1.0)
-    if loss_type == "sequence":
-        per_sequence = (token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-        return per_sequence.sum() / max(total_sequences, 1.0)
-    if loss_type == "dr_grpo":
-        return (token_loss * mask).sum() / max(total_sequences * max_new_tokens, 1.0)
-    raise ValueError(f"loss_type must be 'token', 'sequence' or 'dr_grpo', got {loss_type!r}")
-
-
 class GRPO:
     """GRPO updates of a :class:`Policy` from :class:`RolloutBatch` es."""
 
@@ -123,7 +86,7 @@ class GRPO:
         keep = [i for i, t in enumerate(turns) if not zero_variance[i] and not (cfg.mask_truncated and t.sample.truncated)]
         stats = {"zero_variance_groups": float(len({(t.group, t.role) for t, z in zip(turns, zero_variance) if z})),
                  "groups": float(len({(t.group, t.role) for t in turns})), "loss": 0.0, "kl": 0.0, "clip_fraction": 0.0,
-                 "trained_completions": float(len(keep))}
+                 "approx_kl": 0.0, "entropy": 0.0, "trained_completions": float(len(keep))}
         if not keep:  # every group had one reward for all: no gradient this step
             return stats
         samples = [turns[i].sample for i in keep]
@@ -133,13 +96,15 @@ class GRPO:
         self.policy.model.train()
         for _ in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
-            loss_sum = kl_sum = clipped_sum = 0.0
+            loss_sum = kl_sum = 0.0
+            token_stats = LossStats()  # of the last iteration, as TRL and CleanRL log them
             for start in range(0, len(samples), cfg.micro_batch_size):
                 chunk = samples[start:start + cfg.micro_batch_size]
                 chunk_adv = adv[start:start + cfg.micro_batch_size].to(self.policy.device)
                 batch_t = self.policy.batch_tensors(chunk)
                 mask = batch_t["completion_mask"]
-                logprobs = self.policy.token_logprobs(batch_t)
+                scores = self.policy.score_tokens(batch_t, entropy=True)
+                logprobs = scores.logprobs
                 old = self.policy.sampled_logprobs_tensor(chunk, logprobs)
                 token_loss, clipped = clipped_token_loss(logprobs, old, chunk_adv[:, None], cfg.epsilon_low, cfg.epsilon_high)
                 if cfg.beta > 0:
@@ -149,10 +114,10 @@ class GRPO:
                 loss = aggregate(token_loss, mask, cfg.loss_type, total_tokens, float(len(samples)), max_new)
                 loss.backward()
                 loss_sum += loss.item()
-                clipped_sum += float((clipped.float() * mask).sum())
+                token_stats.add(logprobs, old, mask, clipped, scores.entropy)
             torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), cfg.max_grad_norm)
             self.optimizer.step()
-        stats.update(loss=loss_sum, kl=kl_sum / total_tokens, clip_fraction=clipped_sum / total_tokens)
+        stats.update(loss=loss_sum, kl=kl_sum / total_tokens, **token_stats.means())
         return stats
 
     def state_dict(self) -> dict:

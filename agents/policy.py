@@ -54,6 +54,16 @@ class Sample:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class TokenScores:
+    """What one training forward pass gives: per-token log-probs (right-aligned completions),
+    and optionally hidden states and per-position entropy."""
+
+    logprobs: torch.Tensor
+    hidden: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
+
+
 def resolve_device(device: str) -> tuple[torch.device, torch.dtype]:
     if device == "auto":
         if torch.cuda.is_available():
@@ -188,9 +198,10 @@ class Policy:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "completion_mask": completion_mask}
 
-    def token_logprobs(self, batch: dict[str, torch.Tensor], temperature: float | None = None,
-                       return_hidden: bool = False):
-        """Log-probs of each token given the ones before it (position t scores token t).
+    def score_tokens(self, batch: dict[str, torch.Tensor], temperature: float | None = None, hidden: bool = False,
+                     entropy: bool = False) -> "TokenScores":
+        """Log-probs of each token given the ones before it (position t scores token t), and
+        optionally the backbone's last hidden states and each position's entropy (no gradient).
 
         Completions are right-aligned (left padding), so only the last ``completion width``
         positions need logits: the LM head runs on those alone (``logits_to_keep``), which keeps
@@ -202,15 +213,24 @@ class Policy:
         # right-aligned completions fill the last (longest completion) columns
         keep = width - 1 if mask is None else min(max(int((mask.sum(0) > 0).sum()), 1), width - 1)
         out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         position_ids=batch["position_ids"], output_hidden_states=return_hidden, use_cache=False,
+                         position_ids=batch["position_ids"], output_hidden_states=hidden, use_cache=False,
                          logits_to_keep=keep + 1)
         logits = out.logits[:, :-1].float() / temperature  # position j predicts token j + 1
         targets = batch["input_ids"][:, width - keep:]
-        chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-        logprobs = F.pad(chosen, (width - keep, 0))
-        if return_hidden:
-            return logprobs, out.hidden_states[-1]
-        return logprobs
+        log_norm = torch.logsumexp(logits, dim=-1)
+        chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
+        scores = TokenScores(F.pad(chosen, (width - keep, 0)), out.hidden_states[-1] if hidden else None)
+        if entropy:
+            with torch.no_grad():
+                log_p = logits - log_norm.unsqueeze(-1)
+                scores.entropy = F.pad(-(log_p.exp() * log_p).sum(-1), (width - keep, 0))
+        return scores
+
+    def token_logprobs(self, batch: dict[str, torch.Tensor], temperature: float | None = None,
+                       return_hidden: bool = False):
+        """:meth:`score_tokens`' log-probs (and hidden states with ``return_hidden``)."""
+        scores = self.score_tokens(batch, temperature, hidden=return_hidden)
+        return (scores.logprobs, scores.hidden) if return_hidden else scores.logprobs
 
     def reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Log-probs under the reference policy: the same weights with the adapter disabled."""

@@ -15,32 +15,36 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 
-from .grpo import clipped_token_loss
+from .config import AlgoConfig
+from .losses import LossStats, clipped_token_loss
 from .policy import Policy
 from .rollout import RolloutBatch
 
 
 @dataclass
-class PPOConfig:
-    """Every PPO knob."""
+class PPOConfig(AlgoConfig):
+    """Every PPO knob; the shared ones are :class:`AlgoConfig`'s (here: symmetric clip 0.2, two
+    iterations per batch, micro-batches of 16)."""
 
     learning_rate: float = 1e-4
     """Actor (LoRA) learning rate."""
+    num_iterations: int = 2
+    """Optimisation passes (epochs) over each batch."""
+    epsilon_high: float = 0.2
+    """Upper clip of the ratio (symmetric with ``epsilon_low`` in classic PPO)."""
+    micro_batch_size: int = 16
     value_learning_rate: float = 1e-3
     """Value head learning rate (RLCER uses a 10x higher critic rate)."""
     gamma: float = 1.0
     """Discount over the tokens of a turn."""
     lam: float = 0.95
     """GAE lambda."""
-    clip_epsilon: float = 0.2
     value_clip: float = 0.2
     """Clip of the value update around the old value (0 turns it off)."""
     value_coef: float = 0.5
-    ppo_epochs: int = 2
+    """Weight of the value loss in the total loss."""
     normalize_per_role: bool = True
     """Normalise advantages within each role rather than over the whole batch."""
-    max_grad_norm: float = 1.0
-    micro_batch_size: int = 16
 
 
 class ValueHead(nn.Module):
@@ -101,7 +105,7 @@ class PPO:
         self.optimizer = torch.optim.AdamW([
             {"params": policy.trainable_parameters(), "lr": self.config.learning_rate},
             {"params": self.value_head.parameters(), "lr": self.config.value_learning_rate},
-        ])
+        ], weight_decay=self.config.weight_decay)
 
     def _values(self, hidden: torch.Tensor) -> torch.Tensor:
         # the value of token t is read from the state before it (position t - 1), like its log-prob
@@ -138,16 +142,18 @@ class PPO:
             c["advantages"] = normalized[row:row + rows, -c["advantages"].shape[1]:]
             row += rows
         total_tokens = float(all_mask.sum())
-        stats = {"policy_loss": 0.0, "value_loss": 0.0, "clip_fraction": 0.0}
+        stats = {"policy_loss": 0.0, "value_loss": 0.0}
         self.policy.model.train()
-        for _ in range(cfg.ppo_epochs):
+        for _ in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
+            token_stats = LossStats()  # of the last iteration, as TRL and CleanRL log them
             for c in chunks:
                 mask = c["tensors"]["completion_mask"]
-                logprobs, hidden = self.policy.token_logprobs(c["tensors"], return_hidden=True)
-                values = self._values(hidden)
+                scores = self.policy.score_tokens(c["tensors"], hidden=True, entropy=True)
+                logprobs, values = scores.logprobs, self._values(scores.hidden)
                 token_loss, clipped = clipped_token_loss(logprobs, c["old_logprobs"], c["advantages"],
-                                                         cfg.clip_epsilon, cfg.clip_epsilon)
+                                                         cfg.epsilon_low, cfg.epsilon_high)
+                token_stats.add(logprobs, c["old_logprobs"], mask, clipped, scores.entropy)
                 value_error = (values - c["returns"]) ** 2
                 if cfg.value_clip > 0:
                     clipped_values = c["old_values"] + (values - c["old_values"]).clamp(-cfg.value_clip, cfg.value_clip)
@@ -155,13 +161,12 @@ class PPO:
                 policy_loss = (token_loss * mask).sum() / total_tokens
                 value_loss = 0.5 * (value_error * mask).sum() / total_tokens
                 (policy_loss + cfg.value_coef * value_loss).backward()
-                stats["policy_loss"] += policy_loss.item() / cfg.ppo_epochs
-                stats["value_loss"] += value_loss.item() / cfg.ppo_epochs
-                stats["clip_fraction"] += float((clipped.float() * mask).sum()) / total_tokens / cfg.ppo_epochs
+                stats["policy_loss"] += policy_loss.item() / cfg.num_iterations
+                stats["value_loss"] += value_loss.item() / cfg.num_iterations
             params = self.policy.trainable_parameters() + list(self.value_head.parameters())
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
             self.optimizer.step()
-        stats["loss"] = stats["policy_loss"] + cfg.value_coef * stats["value_loss"]
+        stats.update(token_stats.means(), loss=stats["policy_loss"] + cfg.value_coef * stats["value_loss"])
         for role in sorted(set(roles)):
             stats[f"reward_{role}"] = float(sum(r for r, x in zip(rewards_per_turn, roles) if x == role)
                                             / max(1, roles.count(role)))

@@ -1,26 +1,26 @@
-"""The training loop: rollouts through the env loop, GRPO or PPO updates, evaluation, logs,
-plots and checkpoints that resume exactly.
+"""The training loop: rollouts through the env loop, GRPO or PPO updates; evaluation
+(:mod:`.evaluation`), logs and plots (:mod:`.logs`) and checkpoints that resume exactly
+(:mod:`.checkpoints`) live beside it.
 
     rubricgym train --env Math-v0 --algo grpo --steps 60 --group-size 8 --levels 1
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from rubricgym.registration import base_env_id
 
+from .checkpoints import latest_checkpoint, load_adapter, load_trainer_state, save_checkpoint, set_seed
+from .evaluation import evaluate, held_out_kwargs, make_envs
 from .grpo import GRPO, GRPOConfig
+from .logs import MetricsLog
 from .policy import Policy, PolicyConfig
 from .ppo import PPO, PPOConfig
 from .rollout import collect_rollouts
@@ -35,15 +35,21 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {"levels": (1,)})
     """Keyword arguments of the env (dataset, levels, tools, judge, verifier ...)."""
     eval_env_kwargs: dict[str, Any] | None = None
-    """Held-out env kwargs; default: ``env_kwargs`` with ``split="test"`` and no reward wrappers' judges."""
-    algo: str = "grpo"
+    """Held-out env kwargs (of the base env); default: ``env_kwargs`` without the variant's knobs, test split."""
+    algo: Literal["grpo", "ppo"] = "grpo"
     """``grpo`` or ``ppo``."""
-    steps: int = 60
+    steps: int = 30
+    """Training steps (each: rollouts of every group, then one update)."""
     group_size: int = 8
+    """Rollouts per task (GRPO's group; the judge compares these)."""
     groups_per_step: int = 4
+    """Tasks per step."""
     seed: int = 0
+    """Seed of the weights' LoRA init, the rollouts' sampling and the task draws."""
     output_dir: str = "runs/latest"
+    """Where metrics.jsonl, reward_curve.png and the checkpoints go."""
     checkpoint_every: int = 20
+    """Save a checkpoint every k steps (and always at the end); 0: only at the end."""
     eval_every: int = 0
     """Evaluate every k steps (0: only before and after)."""
     eval_tasks: int = 100
@@ -53,80 +59,26 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
 
 
-def set_seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def make_envs(env_id: str, num_envs: int, group_size: int, kwargs: dict[str, Any]):
-    import gymnasium as gym
-
-    import rubricgym  # noqa: F401  (registers the ids)
-
-    return gym.make_vec(env_id, num_envs=num_envs, group_size=group_size, **kwargs)
-
-
-def evaluate(policy: Policy, env_kwargs: dict[str, Any], tasks: int = 100, k: int = 1, seed: int = 12345,
-             env_id: str = "Math-v0", batch_groups: int = 16) -> dict[str, float]:
-    """Held-out accuracy (greedy, k=1) or pass@k (k samples at the policy's temperature) and mean reward."""
-    greedy = k == 1
-    correct_any, rewards = [], []
-    envs = make_envs(env_id, num_envs=batch_groups * k, group_size=k, kwargs=env_kwargs)
-    done = 0
-    while done < tasks:
-        batch = collect_rollouts(envs, policy, seed=seed + done, greedy=greedy)
-        per_group: dict[int, list[bool]] = {}
-        for index, c in enumerate(batch.episode_correct):
-            per_group.setdefault(index // k, []).append(c)
-        for g, values in per_group.items():
-            if done + g < tasks:
-                correct_any.append(any(values))
-        rewards.extend(batch.episode_rewards)
-        done += batch_groups
-    envs.close()
-    key = "accuracy" if greedy else f"pass@{k}"
-    return {key: float(np.mean(correct_any)), "mean_reward": float(np.mean(rewards))}
-
-
-def default_eval_kwargs(config: TrainConfig) -> dict[str, Any]:
-    kwargs = dict(config.env_kwargs)
-    if kwargs.get("dataset", "generated") == "generated":
-        kwargs["split"] = "test"
-    for judge_knob in ("judge", "verifier", "rubricator", "api_base", "combine", "rubrics_per_group", "rubric_hints"):
-        kwargs.pop(judge_knob, None)
-    return kwargs
-
-
 class Trainer:
     """Owns the policy, the algorithm, the envs and the logs of one run."""
 
     def __init__(self, config: TrainConfig, policy: Policy | None = None):
+        if config.algo not in ("grpo", "ppo"):
+            raise ValueError(f"algo must be 'grpo' or 'ppo', got {config.algo!r}")
+        base_env_id(config.env)  # an unknown id fails here, before the model loads
         self.config = config
         set_seed(config.seed)
         self.policy = policy or Policy(config.policy)
         self.algo = GRPO(self.policy, config.grpo) if config.algo == "grpo" else PPO(self.policy, config.ppo)
-        if config.algo not in ("grpo", "ppo"):
-            raise ValueError(f"algo must be 'grpo' or 'ppo', got {config.algo!r}")
         self.envs = make_envs(config.env, config.group_size * config.groups_per_step, config.group_size, config.env_kwargs)
         self.step = 0
         self.out = Path(config.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.history: list[dict[str, float]] = []
-        self._tensorboard = None
+        self.logs = MetricsLog(self.out)
+
+    @property
+    def history(self) -> list[dict[str, float]]:
+        return self.logs.history
 
     # -- one step -------------------------------------------------------------------------------
 
@@ -148,99 +100,33 @@ class Trainer:
         self.step += 1
         return stats
 
-    # -- logs -----------------------------------------------------------------------------------
-
     def log(self, stats: dict[str, float]) -> None:
-        self.history.append(stats)
-        with open(self.out / "metrics.jsonl", "a") as handle:
-            handle.write(json.dumps(stats) + "\n")
-        if self._tensorboard is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tensorboard = SummaryWriter(str(self.out / "tensorboard"))
-            except Exception:  # tensorboard not installed: JSONL and the PNG still have everything
-                self._tensorboard = False
-        if self._tensorboard:
-            for key, value in stats.items():
-                if isinstance(value, (int, float)) and key != "step" and math.isfinite(value):
-                    self._tensorboard.add_scalar(key, value, int(stats.get("step", self.step)))
+        self.logs.log(stats)
 
     def plot(self, path: Path | None = None, title: str | None = None) -> Path:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        path = path or self.out / "reward_curve.png"
-        rows = [h for h in self.history if "reward" in h]
-        evals = [h for h in self.history if "eval_accuracy" in h]
-        fig, ax = plt.subplots(figsize=(7, 4))
-        if rows:
-            steps = [r["step"] for r in rows]
-            rewards = [r["reward"] for r in rows]
-            ax.plot(steps, rewards, alpha=0.35, label="training reward")
-            window = max(1, len(rewards) // 15)
-            smooth = np.convolve(rewards, np.ones(window) / window, mode="valid")
-            ax.plot(steps[window - 1:], smooth, label=f"training reward ({window}-step mean)")
-        if evals:
-            ax2 = ax.twinx()
-            ax2.plot([e["step"] for e in evals], [e["eval_accuracy"] for e in evals], "o-", color="black", label="held-out accuracy")
-            ax2.set_ylim(0, 1.05)
-            ax2.set_ylabel("held-out accuracy")
-            ax2.legend(loc="lower right")
-        ax.set_xlabel("step")
-        ax.set_ylabel("reward")
-        ax.set_title(title or f"{self.config.algo.upper()} on {self.config.env}")
-        ax.legend(loc="upper left")
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        return path
+        return self.logs.plot(path or self.out / "reward_curve.png", title or f"{self.config.algo.upper()} on {self.config.env}")
 
     # -- checkpoints ----------------------------------------------------------------------------
 
     def save_checkpoint(self) -> Path:
-        folder = self.out / f"checkpoint-{self.step}"
-        folder.mkdir(parents=True, exist_ok=True)
-        if self.policy.has_adapter:
-            self.policy.model.save_pretrained(folder / "adapter")
-        else:
-            torch.save(self.policy.model.state_dict(), folder / "model.pt")
-        config = asdict(self.config)
-        torch.save({"algo": self.algo.state_dict(), "rng": rng_state(), "step": self.step, "config": config,
-                    "history": self.history}, folder / "trainer.pt")
-        (folder / "config.json").write_text(json.dumps(config, indent=2, default=str))
-        (self.out / "latest").write_text(folder.name)
-        return folder
+        return save_checkpoint(self.out, self.step, self.policy, {"algo": self.algo.state_dict(), "history": self.history},
+                               self.config)
 
     def load_checkpoint(self, folder: str | Path) -> None:
-        folder = Path(folder)
-        if (folder / "adapter").is_dir():
-            from peft import set_peft_model_state_dict
-            from safetensors.torch import load_file
-
-            weights = load_file(str(folder / "adapter" / "adapter_model.safetensors"))
-            set_peft_model_state_dict(self.policy.model, weights)
-        else:
-            self.policy.model.load_state_dict(torch.load(folder / "model.pt"))
-        state = torch.load(folder / "trainer.pt", weights_only=False)
+        load_adapter(self.policy, folder)
+        state = load_trainer_state(folder)
         self.algo.load_state_dict(state["algo"])
-        set_rng_state(state["rng"])
         self.step = state["step"]
-        self.history = state["history"]
+        self.logs.restore(state["history"])
 
-    @staticmethod
-    def latest_checkpoint(output_dir: str | Path) -> Path | None:
-        marker = Path(output_dir) / "latest"
-        return Path(output_dir) / marker.read_text().strip() if marker.is_file() else None
+    latest_checkpoint = staticmethod(latest_checkpoint)
 
     # -- the run --------------------------------------------------------------------------------
 
-    def evaluate(self) -> dict[str, float]:
-        kwargs = self.config.eval_env_kwargs or default_eval_kwargs(self.config)
-        base_env = base_env_id(self.config.env)  # held-out accuracy is the base env's verified outcome
-        result = evaluate(self.policy, kwargs, tasks=self.config.eval_tasks, env_id=base_env)
+    def evaluate(self, progress: bool = False) -> dict[str, float]:
+        env_id, kwargs = held_out_kwargs(self.config.env, self.config.env_kwargs)
+        kwargs = self.config.eval_env_kwargs or kwargs
+        result = evaluate(self.policy, kwargs, tasks=self.config.eval_tasks, env_id=env_id, progress=progress)
         return {"eval_accuracy": result["accuracy"], "eval_mean_reward": result["mean_reward"]}
 
     def run(self, progress: bool = True) -> dict[str, Any]:
@@ -248,10 +134,11 @@ class Trainer:
 
         cfg = self.config
         started = time.perf_counter()
-        before = self.evaluate() if cfg.eval_tasks else {}
+        before = self.evaluate(progress) if cfg.eval_tasks else {}
         if before:
             self.log({"step": self.step, **before})
         bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not progress)
+        saved_at = None
         while self.step < cfg.steps:
             stats = self.train_step()
             self.log(stats)
@@ -259,14 +146,16 @@ class Trainer:
             bar.set_postfix(reward=f"{stats['reward']:.2f}", acc=f"{stats['train_accuracy']:.2f}",
                             tokens=f"{stats['mean_completion_tokens']:.0f}")
             if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
-                self.log({"step": self.step, **self.evaluate()})
-            if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
+                self.log({"step": self.step, **self.evaluate(progress)})
+            if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0 and self.step < cfg.steps:
                 self.save_checkpoint()
+                saved_at = self.step
         bar.close()
-        after = self.evaluate() if cfg.eval_tasks else {}
+        after = self.evaluate(progress) if cfg.eval_tasks else {}
         if after:
             self.log({"step": self.step, **after})
-        self.save_checkpoint()
+        if saved_at != self.step:  # one save per step: the final one carries the final evaluation
+            self.save_checkpoint()
         plot = self.plot()
         return {"before": before, "after": after, "minutes": (time.perf_counter() - started) / 60, "plot": str(plot),
                 "steps": self.step}
@@ -275,9 +164,9 @@ class Trainer:
 def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
     trainer = Trainer(config)
     if resume:
-        latest = Trainer.latest_checkpoint(config.output_dir)
+        latest = latest_checkpoint(config.output_dir)
         if latest is None:
-            raise FileNotFoundError(f"no checkpoint to resume in {config.output_dir}")
+            raise FileNotFoundError(f"no complete checkpoint to resume in {config.output_dir}")
         trainer.load_checkpoint(latest)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     return trainer.run()

@@ -26,7 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rubricgym.agents.policy import PolicyConfig  # noqa: E402
-from rubricgym.agents.train import TrainConfig, Trainer, evaluate  # noqa: E402
+from rubricgym.agents.evaluation import evaluate
+from rubricgym.agents.train import TrainConfig, Trainer  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -35,8 +35,9 @@ def reply_scores(messages, scorer: Callable[[str], float] = score_by_marker, rev
 class ScriptedBackend:
     """A backend whose replies come from ``script(messages, call_index)`` (a str, or an exception to raise)."""
 
-    def __init__(self, script: Callable[[list[dict[str, Any]], int], Any], delay_s: float = 0.0, name: str = "scripted"):
-        self.script, self.delay_s, self.name = script, delay_s, name
+    def __init__(self, script: Callable[[list[dict[str, Any]], int], Any], delay_s: float = 0.0, name: str = "scripted",
+                 cost_per_call: float = 0.0):
+        self.script, self.delay_s, self.name, self.cost_per_call = script, delay_s, name, cost_per_call
         self.requests: list[list[dict[str, Any]]] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -54,7 +55,8 @@ class ScriptedBackend:
         if isinstance(reply, BaseException):
             raise reply
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
-        return Completion(text=reply, prompt_tokens=prompt_tokens, completion_tokens=len(reply.split()), model=self.name)
+        return Completion(text=reply, prompt_tokens=prompt_tokens, completion_tokens=len(reply.split()), model=self.name,
+                          cost_usd=self.cost_per_call)
 
 
 def scripted_judge(script=None, cache_dir=None, **config) -> tuple[LLM, ScriptedBackend]:

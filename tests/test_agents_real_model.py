@@ -1,11 +1,12 @@
 """The policy with the real default model file (SmolLM2-135M-Instruct from the GGUF, fp32 CPU)."""
 
 import pytest
+from conftest import require  # noqa: E402
 import torch
 
 pytestmark = pytest.mark.slow
 
-pytest.importorskip("peft")
+require("peft", "agents")
 
 
 def test_real_model_logprobs_match_and_one_grpo_step():

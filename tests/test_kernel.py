@@ -92,3 +92,15 @@ def test_cli_baseline_runs(capsys):
     assert cli_main(["baseline", "--policy", "calculator", "--episodes", "16", "--levels", "1,3"]) == 0
     out = capsys.readouterr().out
     assert "calculator   accuracy=1.000 over 16 episodes" in out
+
+
+def test_optional_dependency_skips_plainly_and_fails_under_ci(monkeypatch):
+    from conftest import require
+
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"pip install 'rubricgym\[nope\]'"):
+        require("no_such_module_for_rubricgym", "nope")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must install it"):
+        require("no_such_module_for_rubricgym", "nope")
+    assert require("json", "none").dumps([1]) == "[1]"

@@ -4,13 +4,14 @@ import asyncio
 import time
 
 import pytest
+from conftest import require  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def local_llm(tmp_path_factory):
-    pytest.importorskip("transformers")
+    require("transformers", "agents")
     from rubricgym.llm import LLMConfig, make_llm
 
     return make_llm("local", config=LLMConfig(cache_dir=str(tmp_path_factory.mktemp("cache")), max_tokens=24))
@@ -39,22 +40,32 @@ def test_local_generation_respects_the_time_limit(local_llm):
 
 
 def test_local_judge_is_held_to_the_reply_schema(local_llm):
-    """RULER with the in-process default model on the refund example: constrained decoding gives a
-    valid reply on the first call (ids from the enum, one score each) with no fix requests."""
+    """RULER with the in-process default model on the refund example: constrained decoding makes
+    the raw reply valid JSON of the schema (ids from the enum, one score each, explanations
+    within their cap) on the first call, with no repair and no fix request."""
     import json
     from pathlib import Path
 
+    import jsonschema
+
+    from rubricgym.judges.ruler import RulerConfig, build_judge_messages, response_schema, ruler_score
     from rubricgym.llm import LLMConfig
     from rubricgym.llm.client import LLM
-    from rubricgym.judges.ruler import RulerConfig, ruler_score
 
     rows = [json.loads(line) for line in (Path(__file__).parents[1] / "examples" / "refund_group.jsonl").open()]
+    trajectories = [r["messages"] for r in rows]
     judge = LLM(local_llm.backend, LLMConfig(cache_dir=None, timeout_s=300, max_retries=0))
-    result = asyncio.run(ruler_score([r["messages"] for r in rows], judge, RulerConfig(max_tokens=400, max_fixes=0, explanation_max_chars=100)))
+    config = RulerConfig(max_tokens=400, max_fixes=0, explanation_max_chars=100)
+    ids = ["t1", "t2", "t3", "t4"]
+    schema = response_schema(ids, 100)
+    raw = asyncio.run(judge.complete(build_judge_messages(trajectories, ids, range(4), config, None),
+                                     {"type": "json_object", "schema": schema}, max_tokens=400))
+    reply = json.loads(raw.text)  # strict JSON: no repair needed
+    jsonschema.validate(reply, schema)
+    assert sorted(item["trajectory_id"] for item in reply["scores"]) == ids
+    result = asyncio.run(ruler_score(trajectories, judge, config))
     assert not result.failed, result.error
-    assert result.judge_calls == 1 and len(result.scores) == 4
-    assert all(0.0 <= s <= 1.0 for s in result.scores)
-    assert all(len(e) <= 100 for e in result.explanations)
+    assert result.judge_calls == 1 and len(result.scores) == 4 and result.unique == 4
 
 
 def test_local_verifier_and_rubricator_follow_their_schemas(local_llm):

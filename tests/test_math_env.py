@@ -4,6 +4,7 @@ import time
 
 import gymnasium as gym
 import pytest
+from conftest import require  # noqa: E402
 from gymnasium.utils.env_checker import check_env
 
 import rubricgym  # noqa: F401
@@ -168,7 +169,7 @@ def test_public_datasets_load_from_shared_data(name, rows, shared_data):
 
 
 def test_dapo_math_columns_from_parquet_and_jsonl(tmp_path):
-    pyarrow = pytest.importorskip("pyarrow")
+    pyarrow = require("pyarrow", "data")
     import pyarrow.parquet as pq
 
     rows = [

@@ -6,6 +6,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import require  # noqa: E402
 from gymnasium.utils.env_checker import check_env
 
 import rubricgym  # noqa: F401
@@ -14,7 +15,7 @@ from rubricgym.envs.rag.retrieval import BM25Retriever
 
 from judges import reply_scores, scripted_judge
 
-pytest.importorskip("bm25s")
+require("bm25s", "rag")
 
 SEARCH = '<tool_call>{"name": "search", "arguments": %s}</tool_call>'
 

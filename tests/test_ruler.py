@@ -146,10 +146,18 @@ def test_concurrency_limit_across_groups():
     assert all(not r.failed for r in results) and backend.max_in_flight == 2
 
 
-def test_token_and_cost_accounting():
-    judge, _ = scripted_judge()
-    ruler_score_sync([traj(0.1), traj(0.2, "b")], judge)
-    assert judge.usage.calls == 1 and judge.usage.prompt_tokens > 100 and judge.usage.completion_tokens > 0
+def test_token_and_cost_accounting(tmp_path):
+    judge, backend = scripted_judge(cache_dir=str(tmp_path / "cache"))
+    backend.cost_per_call = 0.0025
+    result = ruler_score_sync([traj(0.1), traj(0.2, "b")], judge)
+    prompt_words = sum(len(str(m["content"]).split()) for m in backend.requests[0])
+    assert judge.usage.calls == 1 and judge.usage.prompt_tokens == result.prompt_tokens == prompt_words
+    assert judge.usage.completion_tokens == result.completion_tokens > 0
+    assert judge.usage.cost_usd == pytest.approx(0.0025)
+    ruler_score_sync([traj(0.1), traj(0.2, "b")], judge)  # served from the cache: no call, no cost
+    assert judge.usage.calls == 1 and judge.usage.cache_hits == 1 and judge.usage.cost_usd == pytest.approx(0.0025)
+    ruler_score_sync([traj(0.3), traj(0.4, "c")], judge, RulerConfig(permutations=2))  # two orders: two paid calls
+    assert judge.usage.calls == 3 and judge.usage.cost_usd == pytest.approx(0.0075)
 
 
 def test_extract_json_variants():

@@ -3,11 +3,12 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import require  # noqa: E402
 
 import rubricgym  # noqa: F401
 from rubricgym.wrappers import CandidateActions, hashed_features, math_candidates, tooluse_candidates
 
-sb3 = pytest.importorskip("stable_baselines3")
+sb3 = require("stable_baselines3", "sb3")
 
 
 def tooluse(split):

@@ -25,7 +25,8 @@ from rubricgym.llm import LLM, LLMConfig, make_llm
 from rubricgym.registration import scheme_of
 
 from rubricgym.agents.policy import PolicyConfig
-from rubricgym.agents.train import TrainConfig, Trainer, evaluate
+from rubricgym.agents.evaluation import evaluate
+from rubricgym.agents.train import TrainConfig, Trainer
 
 SCHEMES: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
     "math": {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rubricgym.app.flags import add_config_flags, config_from_args
+
 
 def cmd_envs(args: argparse.Namespace) -> int:
     from rubricgym.registration import ENVS
@@ -60,16 +62,14 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rubricgym.llm import LLMConfig, make_llm
-    from rubricgym.judges.ruler import DEFAULT_RUBRIC, RulerConfig, print_ruler_result, ruler_score_sync
+    from rubricgym.judges.ruler import RulerConfig, print_ruler_result, ruler_score_sync
 
     labels, trajectories, tools = _read_trajectories(args.file)
-    rubric = DEFAULT_RUBRIC
-    if args.rubric:
-        rubric = Path(args.rubric[1:]).read_text() if args.rubric.startswith("@") else args.rubric
+    if args.rubric.startswith("@"):
+        args.rubric = Path(args.rubric[1:]).read_text()
     llm_config = LLMConfig(timeout_s=args.timeout, cache_dir=None if args.no_cache else LLMConfig().cache_dir)
     judge = make_llm(args.judge, api_base=args.api_base, config=llm_config)
-    config = RulerConfig(rubric=rubric, permutations=args.permutations, shuffle=args.shuffle, seed=args.seed,
-                         max_tokens=args.max_tokens)
+    config = config_from_args(RulerConfig, args, args.config_flags["ruler"], debug=False)
     result = ruler_score_sync(trajectories, judge, config, tools)
     if args.debug:
         print_ruler_result(result, title=f"RULER ({judge.name})", labels=labels)
@@ -104,44 +104,59 @@ def _env_kwargs(args: argparse.Namespace) -> dict:
     return kwargs
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def train_config(args: argparse.Namespace):
+    """The :class:`TrainConfig` that ``rubricgym train`` flags describe."""
+    from rubricgym.agents.grpo import GRPOConfig
     from rubricgym.agents.policy import PolicyConfig
-    from rubricgym.agents.train import TrainConfig, train
+    from rubricgym.agents.ppo import PPOConfig
+    from rubricgym.agents.train import TrainConfig
 
-    policy = PolicyConfig(model=None if args.model == "default" else args.model, max_new_tokens=args.max_new_tokens,
-                          lora_r=args.lora_r, device=args.device)
-    config = TrainConfig(env=args.env, env_kwargs=_env_kwargs(args), algo=args.algo, steps=args.steps,
-                         group_size=args.group_size, groups_per_step=args.groups_per_step, seed=args.seed,
-                         output_dir=args.output, checkpoint_every=args.checkpoint_every, eval_tasks=args.eval_tasks,
-                         eval_every=args.eval_every, policy=policy)
+    names = args.config_flags
+    policy = config_from_args(PolicyConfig, args, names["policy"])
+    grpo, ppo = config_from_args(GRPOConfig, args, names["grpo"]), config_from_args(PPOConfig, args, names["ppo"])
     if args.lr is not None:
-        config.grpo.learning_rate = config.ppo.learning_rate = args.lr
+        grpo.learning_rate = ppo.learning_rate = args.lr
+    return config_from_args(TrainConfig, args, names["train"], env_kwargs=_env_kwargs(args), policy=policy, grpo=grpo,
+                            ppo=ppo)
+
+
+def eval_policy_config(args: argparse.Namespace):
+    """The policy of ``rubricgym eval``: a checkpoint's own model and adapter shape, else the base model."""
+    from rubricgym.agents.checkpoints import checkpoint_policy_config
+    from rubricgym.agents.policy import PolicyConfig
+
+    names = args.config_flags["policy"]
+    if args.checkpoint:  # the adapter's shape (rank, targets) and base model come from the checkpoint
+        trained = checkpoint_policy_config(args.checkpoint)
+        keep = {k: v for k, v in trained.items() if k in ("model", "lora_r", "lora_alpha", "lora_target_modules")}
+        return config_from_args(PolicyConfig, args, {k: v for k, v in names.items() if k not in keep}, **keep)
+    return config_from_args(PolicyConfig, args, {k: v for k, v in names.items() if k != "lora_r"}, lora_r=0)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from rubricgym.agents.train import train
+
+    config = train_config(args)
     result = train(config, resume=args.resume)
     before = result["before"].get("eval_accuracy", float("nan"))
     after = result["after"].get("eval_accuracy", float("nan"))
     print(f"held-out accuracy: before {before:.3f} -> after {after:.3f}   ({result['steps']} steps, "
-          f"{result['minutes']:.1f} min; curve {result['plot']}; metrics {args.output}/metrics.jsonl)")
+          f"{result['minutes']:.1f} min; curve {result['plot']}; metrics {config.output_dir}/metrics.jsonl)")
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from rubricgym.agents.checkpoints import load_adapter
+    from rubricgym.agents.evaluation import evaluate, held_out_kwargs
+    from rubricgym.agents.policy import Policy
 
-    from rubricgym.agents.policy import Policy, PolicyConfig
-    from rubricgym.agents.train import evaluate
-
-    policy = Policy(PolicyConfig(model=None if args.model == "default" else args.model, max_new_tokens=args.max_new_tokens,
-                                 lora_r=16 if args.checkpoint else 0, device=args.device))
+    policy_config = eval_policy_config(args)
+    env_id, kwargs = held_out_kwargs(args.env, _env_kwargs(args))
+    policy = Policy(policy_config)
     if args.checkpoint:
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
-
-        set_peft_model_state_dict(policy.model, load_file(str(Path(args.checkpoint) / "adapter" / "adapter_model.safetensors")))
-    kwargs = _env_kwargs(args)
-    if kwargs.get("dataset", "generated") == "generated":
-        kwargs["split"] = "test"
+        load_adapter(policy, args.checkpoint)
     for k in (int(x) for x in args.k.split(",")):
-        result = evaluate(policy, kwargs, tasks=args.tasks, k=k, env_id=args.env)
+        result = evaluate(policy, kwargs, tasks=args.tasks, k=k, env_id=env_id, progress=True)
         print("  ".join(f"{key}={value:.3f}" for key, value in result.items()) + f"  (k={k}, {args.tasks} tasks)")
     return 0
 
@@ -152,16 +167,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from rubricgym.app.bench import BenchConfig, markdown_table, run_bench
 
-    config = BenchConfig(suites=tuple(args.suites.split(",")), schemes=tuple(s for s in args.schemes.split(",") if s),
-                         judge=args.judge, api_base=args.api_base, seed=args.seed, output_dir=args.output,
-                         command=("rubricgym bench " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:])).strip())
-    if args.quick:
-        config.steps, config.groups_per_step, config.group_size, config.eval_tasks = 2, 1, 4, 24
-        config.judge_max_tokens, config.judge_max_fixes = 300, 1
-    if args.steps:
-        config.steps = args.steps
-    if args.judge_explanation_chars is not None:
-        config.judge_explanation_chars = args.judge_explanation_chars
+    command = ("rubricgym bench " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:])).strip()
+    config = config_from_args(BenchConfig, args, args.config_flags["bench"], judge=args.judge, command=command)
     rows = run_bench(config)
     print(markdown_table(rows))
     scores = " ".join(f"{r['suite']}:{r['scheme']}={r['held_out_after']:.3f}" for r in rows)
@@ -170,18 +177,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _add_env_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", default="Math-v0")
+    p.add_argument("--env", default="Math-v0", help="a registered id (`rubricgym envs`)")
     p.add_argument("--dataset", default=None, help="generated (default), gsm8k, math500, aime2024, a path, or a hub id")
     p.add_argument("--levels", default="1", help="generator levels, comma-separated")
     p.add_argument("--tools", default=None, help="comma-separated tool names, e.g. calculator")
-    p.add_argument("--model", default="default", help="'default' (SmolLM2-135M-Instruct, offline), an HF id or a path")
-    p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--device", default="auto")
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: ``rubricgym bench --quick``: a small budget that finishes in under 10 minutes on CPU
+QUICK_BENCH = {"steps": 2, "groups_per_step": 1, "group_size": 4, "eval_tasks": 24, "judge_max_tokens": 300,
+               "judge_max_fixes": 1}
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    from rubricgym.agents.grpo import GRPOConfig
+    from rubricgym.agents.policy import PolicyConfig
+    from rubricgym.agents.ppo import PPOConfig
+    from rubricgym.agents.train import TrainConfig
+    from rubricgym.app.bench import BenchConfig
+    from rubricgym.judges.ruler import RulerConfig
+
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="rubricgym", description="Gymnasium envs and reward wrappers for LLM RL.")
     sub = parser.add_subparsers(dest="command", required=True)
+    formatter = argparse.ArgumentDefaultsHelpFormatter
 
     p = sub.add_parser("envs", help="list the registered environment ids")
     p.set_defaults(func=cmd_envs)
@@ -194,62 +212,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_baseline)
 
-    p = sub.add_parser("judge", help="score a JSONL file of trajectories (message lists) with RULER and print the ranking")
+    p = sub.add_parser("judge", help="score a JSONL file of trajectories (message lists) with RULER and print the ranking",
+                       formatter_class=formatter)
     p.add_argument("file", help="JSONL: one message list, or {id, messages, tools}, per line")
     p.add_argument("--judge", default="local", help="LiteLLM model string, or 'local' for the in-process default model")
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server (use --judge openai/<name>)")
-    p.add_argument("--rubric", default=None, help="rubric text, or @file")
-    p.add_argument("--permutations", type=int, default=1, help="presentation orders to average (position bias)")
-    p.add_argument("--shuffle", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per judge call")
-    p.add_argument("--max-tokens", type=int, default=1024, help="completion budget of the judge call")
     p.add_argument("--no-cache", action="store_true")
-    p.add_argument("--debug", action="store_true", help="print the judge's reasoning (rich table)")
-    p.set_defaults(func=cmd_judge)
+    ruler = add_config_flags(p, RulerConfig)  # --rubric takes text or @file
+    p.set_defaults(func=cmd_judge, config_flags={"ruler": ruler})
 
-    p = sub.add_parser("train", help="train the LLM policy by GRPO or PPO through the env loop")
+    p = sub.add_parser("train", help="train the LLM policy by GRPO or PPO through the env loop", formatter_class=formatter)
     _add_env_flags(p)
-    p.add_argument("--algo", choices=["grpo", "ppo"], default="grpo")
-    p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--groups-per-step", type=int, default=4)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the algorithm's)")
-    p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--judge", default=None, help="judge model for *Ruler-v0 ids, verifier for *Rubric-v0 ids")
-    p.add_argument("--api-base", default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--output", default="runs/latest")
-    p.add_argument("--checkpoint-every", type=int, default=20)
-    p.add_argument("--eval-tasks", type=int, default=100)
-    p.add_argument("--eval-every", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output")
-    p.set_defaults(func=cmd_train)
+    p.add_argument("--api-base", default=None, help="OpenAI-compatible server of the judge")
+    p.add_argument("--lr", type=float, default=None, help="learning rate of either algorithm (default: the algorithm's)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
+    flags = {"train": add_config_flags(p, TrainConfig, skip=("env",)), "policy": add_config_flags(p, PolicyConfig),
+             "grpo": add_config_flags(p, GRPOConfig, prefix="grpo_"), "ppo": add_config_flags(p, PPOConfig, prefix="ppo_")}
+    flags["train"]["env"] = "env"
+    p.set_defaults(func=cmd_train, config_flags=flags)
 
-    p = sub.add_parser("eval", help="held-out accuracy and pass@k of the default model or a checkpoint")
+    p = sub.add_parser("eval", help="held-out accuracy and pass@k of the default model or a checkpoint",
+                       formatter_class=formatter)
     _add_env_flags(p)
     p.add_argument("--checkpoint", default=None, help="a checkpoint folder written by rubricgym train")
     p.add_argument("--tasks", type=int, default=100)
     p.add_argument("--k", default="1", help="comma-separated: 1 = greedy accuracy, k > 1 = pass@k")
-    p.set_defaults(func=cmd_eval)
+    p.set_defaults(func=cmd_eval, config_flags={"policy": add_config_flags(p, PolicyConfig)})
 
-    p = sub.add_parser("bench", help="compare reward schemes side by side (same env family, agent, seeds, budget)")
-    p.add_argument("--suites", default="math,rag")
-    p.add_argument("--schemes", default="", help="comma-separated subset, e.g. rlvr,ruler")
+    p = sub.add_parser("bench", help="compare reward schemes side by side (same env family, agent, seeds, budget)",
+                       formatter_class=formatter)
     p.add_argument("--judge", default="local", help="judge / verifier model ('local' = the in-process default model)")
-    p.add_argument("--api-base", default=None)
-    p.add_argument("--steps", type=int, default=0, help="training steps per scheme (default 8; --quick 2)")
-    p.add_argument("--quick", action="store_true", help="a small budget that finishes in under 10 minutes on CPU")
-    p.add_argument("--judge-explanation-chars", type=int, default=None,
-                   help="longest RULER explanation (default: 0, scores only, for the local judge; 160 otherwise)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--output", default="benchmarks/results")
-    p.set_defaults(func=cmd_bench)
+    p.add_argument("--quick", action="store_true", help="a small budget that finishes in under 10 minutes on CPU: "
+                   + ", ".join(f"{k}={v}" for k, v in QUICK_BENCH.items()))
+    bench = add_config_flags(p, BenchConfig, skip=("command",), defaults=QUICK_BENCH if "--quick" in argv else None)
+    p.set_defaults(func=cmd_bench, config_flags={"bench": bench})
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     return args.func(args)
 
 

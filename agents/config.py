@@ -1,0 +1,28 @@
+"""The knobs every policy-gradient algorithm here shares, as one dataclass that GRPO and PPO
+extend (TRL's names where TRL has one: ``learning_rate``, ``num_iterations``, ``epsilon_low`` /
+``epsilon_high``, ``max_grad_norm``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class AlgoConfig:
+    """Shared optimisation knobs (each algorithm's config extends this and may change defaults)."""
+
+    learning_rate: float = 2e-4
+    """LoRA wants about 10x the full fine-tune rate; 2e-4 learns single-digit sums fastest here."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm before each optimiser step."""
+    num_iterations: int = 1
+    """Optimisation passes over each batch (PPO's epochs; the ratio departs from 1 after the first)."""
+    epsilon_low: float = 0.2
+    """Lower clip of the probability ratio: 1 - epsilon_low."""
+    epsilon_high: float = 0.28
+    """Upper clip of the ratio: 1 + epsilon_high (clip-higher; PPO uses the symmetric 0.2)."""
+    micro_batch_size: int = 2
+    """Completions per forward/backward pass (gradients accumulate across micro-batches): small
+    micro-batches bound the activation memory at little cost in speed on CPU."""

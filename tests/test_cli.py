@@ -1,0 +1,81 @@
+"""The command line: flags generated from the config dataclasses, checkpoints read back with their
+own settings, bad settings refused before any work."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import rubricgym  # noqa: F401
+from rubricgym.app.cli import build_parser, eval_policy_config, train_config
+
+
+def parse(*argv: str):
+    return build_parser(list(argv)).parse_args(list(argv))
+
+
+def test_train_flags_come_from_the_config_dataclasses():
+    from rubricgym.agents.grpo import GRPOConfig
+    from rubricgym.agents.train import TrainConfig
+
+    config = train_config(parse("train"))
+    assert config == TrainConfig(env_kwargs={"levels": (1,)})  # no flag: every default is the dataclass's
+    config = train_config(parse("train", "--env", "MathRuler-v0", "--judge", "openai/x", "--steps", "3", "--lora-r", "8",
+                                "--grpo-beta", "0.05", "--grpo-loss-type", "dr_grpo", "--no-ppo-normalize-per-role",
+                                "--lr", "1e-3", "--levels", "1,2"))
+    assert (config.env, config.steps, config.policy.lora_r) == ("MathRuler-v0", 3, 8)
+    assert config.env_kwargs == {"levels": (1, 2), "judge": "openai/x"}
+    assert config.grpo == GRPOConfig(beta=0.05, loss_type="dr_grpo", learning_rate=1e-3)
+    assert config.ppo.normalize_per_role is False and config.ppo.learning_rate == 1e-3
+    with pytest.raises(SystemExit):
+        parse("train", "--grpo-loss-type", "mean")  # Literal fields are choices
+
+
+def test_help_shows_each_knobs_docstring_and_default(capsys):
+    with pytest.raises(SystemExit):
+        parse("train", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--grpo-epsilon-high GRPO_EPSILON_HIGH Upper clip of the ratio" in text and "(default: 0.28)" in text
+    assert "--ppo-epsilon-high" in text and "(default: 0.2)" in text  # PPO's own default of the shared knob
+
+
+def test_bench_quick_preset_and_explicit_flags():
+    from rubricgym.app.bench import BenchConfig
+
+    quick = parse("bench", "--quick")
+    assert (quick.steps, quick.group_size, quick.eval_tasks) == (2, 4, 24)
+    assert parse("bench", "--quick", "--steps", "5").steps == 5  # an explicit flag wins over the preset
+    assert parse("bench").steps == BenchConfig().steps and parse("bench", "--suites", "math").suites == ("math",)
+
+
+def test_eval_builds_the_checkpoint_s_adapter_shape(tmp_path):
+    import json
+
+    folder = tmp_path / "checkpoint-3"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"policy": {"model": None, "lora_r": 8, "lora_alpha": 16,
+                                                               "max_new_tokens": 99}}))
+    config = eval_policy_config(parse("eval", "--checkpoint", str(folder), "--max-new-tokens", "20"))
+    assert (config.lora_r, config.lora_alpha, config.max_new_tokens) == (8, 16, 20)  # shape from the checkpoint
+    assert eval_policy_config(parse("eval")).lora_r == 0  # the base model alone
+    with pytest.raises(FileNotFoundError, match="not a checkpoint"):
+        eval_policy_config(parse("eval", "--checkpoint", str(tmp_path)))
+
+
+@pytest.mark.parametrize("make,error", [
+    (lambda: gym.make("MathRuler-v0", combine="avg"), "combine must be"),
+    (lambda: gym.make("Math-v0", tools="calculator"), "did you mean"),
+    (lambda: gym.make("Math-v0", split="val"), "split must be one of"),
+    (lambda: gym.make("ToolUse-v0", split="val"), "split must be one of"),
+    (lambda: gym.make("RagSupport-v0", mode="chat"), "mode must be one of"),
+])
+def test_bad_settings_fail_at_construction(make, error):
+    with pytest.raises((ValueError, TypeError), match=error):
+        make()
+
+
+def test_unknown_env_fails_before_the_model_loads():
+    from rubricgym.agents.train import TrainConfig, Trainer
+
+    with pytest.raises(gym.error.UnregisteredEnv, match="rubricgym envs"):
+        Trainer(TrainConfig(env="Math-v9"), policy=None)  # would load the model if it got that far
