@@ -43,7 +43,8 @@ import gymnasium as gym  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import rubricgym  # noqa: E402,F401
-from rubricgym.data import load_refund_group, shared_data_dir  # noqa: E402
+from rubricgym.app.examples import load_refund_group  # noqa: E402
+from rubricgym.data import shared_data_dir  # noqa: E402
 from rubricgym.llm import LLMConfig, make_llm  # noqa: E402
 from rubricgym.judges import Member  # noqa: E402
 from rubricgym.judges.rlcer import RubricConfig, RubricScorer  # noqa: E402

@@ -25,8 +25,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from rubricgym.agents.evaluation import evaluate  # noqa: E402
 from rubricgym.agents.policy import PolicyConfig  # noqa: E402
-from rubricgym.agents.evaluation import evaluate
 from rubricgym.agents.train import TrainConfig, Trainer  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

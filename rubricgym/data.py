@@ -3,7 +3,8 @@
 ``load_records(source)`` accepts:
 
 * a path to a ``.jsonl`` / ``.json`` / ``.parquet`` file;
-* a short name of a public benchmark (``"gsm8k"``, ``"math500"``, ``"aime2024"`` ...): read from
+* a short name of a public benchmark that an env family registered (:func:`register_dataset`:
+  ``"gsm8k"``, ``"math500"``, ``"covid_faq"`` ...): read from
   the shared data folder when it is present (``$RUBRICGYM_DATA_DIR``, else ``../shared/data``
   seen from the working directory or from this checkout), else from its Hugging Face id;
 * a Hugging Face dataset id (``"BytedTsinghua-SIA/DAPO-Math-17k"``), through ``datasets``.
@@ -23,21 +24,15 @@ class DatasetLoadError(RuntimeError):
     """A dataset could not be loaded; the message says what was tried and what to do."""
 
 
-#: short name -> (file under the shared data folder, Hugging Face id, split)
-KNOWN_DATASETS: dict[str, tuple[str, str, str]] = {
-    "gsm8k": ("gsm8k/gsm8k_test.jsonl", "openai/gsm8k", "test"),
-    "gsm8k_train": ("gsm8k/gsm8k_train.jsonl", "openai/gsm8k", "train"),
-    "math500": ("math500/math500.jsonl", "HuggingFaceH4/MATH-500", "test"),
-    "aime2024": ("aime2024/aime2024.jsonl", "Maxwell-Jia/AIME_2024", "train"),
-    "aime_1983_2023": ("aime_1983_2023/aime_1983_2023.jsonl", "di-zhang-fdu/AIME_1983_2024", "train"),
-    "math_train": ("math_train/math_train.jsonl", "EleutherAI/hendrycks_math", "train"),
-    "deepmath_5k": ("deepmath_5k/deepmath_5k.jsonl", "zwhe99/DeepMath-103K", "train"),
-    "dapo": ("", "BytedTsinghua-SIA/DAPO-Math-17k", "train"),
-    "covid_faq": ("covid_faq/faq_queries.jsonl", "", ""),
-    "covid_faq_corpus": ("covid_faq/faq_corpus.jsonl", "", ""),
-    "xquad_en": ("xquad_en/xquad_en.jsonl", "", ""),
-    "mtrag_un": ("mtrag_un/mtrag_un_reference.jsonl", "", ""),
-}
+#: short name -> (file under the shared data folder, Hugging Face id, split); env families add
+#: the public sets they read with :func:`register_dataset` (the kernel lists none of its own)
+KNOWN_DATASETS: dict[str, tuple[str, str, str]] = {}
+
+
+def register_dataset(name: str, shared_file: str = "", hub_id: str = "", split: str = "train") -> None:
+    """Name a public dataset for :func:`load_records`: its file under the shared data folder
+    and/or its Hugging Face id and split (for users online)."""
+    KNOWN_DATASETS[name] = (shared_file, hub_id, split)
 
 
 def shared_data_dir() -> Path | None:
@@ -51,23 +46,6 @@ def shared_data_dir() -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
-
-
-def load_refund_group(system_prompt: str = "strict") -> tuple[list[str], list[list[dict[str, str]]]] | None:
-    """The shared refund example (``../shared/examples/refund_group.json``) as message lists.
-
-    Returns the answer labels in their published order (best first) and one
-    system / user / assistant conversation per answer; None when the shared folder is absent.
-    """
-    data_dir = shared_data_dir()
-    path = data_dir.parent / "examples" / "refund_group.json" if data_dir else None
-    if path is None or not path.is_file():
-        return None
-    data = json.loads(path.read_text())
-    user = data["user_template"].format(question=data["question"], context=data["context"])
-    labels = list(data["expected_order"])
-    return labels, [[{"role": "system", "content": data["system_prompts"][system_prompt]}, {"role": "user", "content": user},
-                     {"role": "assistant", "content": data["responses"][label]}] for label in labels]
 
 
 def read_file(path: str | Path) -> list[dict[str, Any]]:

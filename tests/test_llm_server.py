@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from rubricgym.llm import LLMConfig, make_llm
-from rubricgym.data import load_refund_group
+from rubricgym.app.examples import load_refund_group
 from rubricgym.judges.ruler import RulerConfig, ruler_score_sync
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict, deque
 from typing import Any
 
@@ -52,8 +53,6 @@ class GroupReward(gym.vector.VectorWrapper):
         trajectories = {g: [infos["trajectory"][i] for i in base.members(g)] for g in groups}
 
         async def score_all():
-            import asyncio
-
             return await asyncio.gather(*(self.scorer.score_group(
                 str(trajectories[g][0].task_id), [Member.from_trajectory(t) for t in trajectories[g]]) for g in groups))
 

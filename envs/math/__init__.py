@@ -1,11 +1,12 @@
 """Math environments: verifiable answers, built-in generator and public benchmark loaders."""
 
+from rubricgym.data import register_dataset
 from rubricgym.registration import register_family
 from rubricgym.tools import register_tool
 
 from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig, shaped_reward
 from .grader import Extraction, answers_match, extract_answer, last_boxed
-from .tasks import LEVELS, MathTask, generate_task, generated_tasks, load_tasks
+from .tasks import LEVELS, PUBLIC_DATASETS, MathTask, generate_task, generated_tasks, load_tasks
 
 
 def register() -> None:
@@ -15,6 +16,8 @@ def register() -> None:
     :func:`shaped_reward`.
     """
     register_tool("calculator", "rubricgym.envs.math.calculator:CALCULATOR")
+    for name, (shared_file, hub_id, split) in PUBLIC_DATASETS.items():
+        register_dataset(name, shared_file, hub_id, split)
     register_family("Math", MathEnv, ruler={"combine": "sum"}, rubric={},
                     function={"fn": "rubricgym.envs.math:shaped_reward", "name": "shaped"})
 

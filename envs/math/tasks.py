@@ -27,6 +27,18 @@ from rubricgym.data import load_records
 
 from .grader import last_boxed
 
+#: the public math sets ``dataset=`` names: (file under ../shared/data, Hugging Face id, split)
+PUBLIC_DATASETS: dict[str, tuple[str, str, str]] = {
+    "gsm8k": ("gsm8k/gsm8k_test.jsonl", "openai/gsm8k", "test"),
+    "gsm8k_train": ("gsm8k/gsm8k_train.jsonl", "openai/gsm8k", "train"),
+    "math500": ("math500/math500.jsonl", "HuggingFaceH4/MATH-500", "test"),
+    "aime2024": ("aime2024/aime2024.jsonl", "Maxwell-Jia/AIME_2024", "train"),
+    "aime_1983_2023": ("aime_1983_2023/aime_1983_2023.jsonl", "di-zhang-fdu/AIME_1983_2024", "train"),
+    "math_train": ("math_train/math_train.jsonl", "EleutherAI/hendrycks_math", "train"),
+    "deepmath_5k": ("deepmath_5k/deepmath_5k.jsonl", "zwhe99/DeepMath-103K", "train"),
+    "dapo": ("", "BytedTsinghua-SIA/DAPO-Math-17k", "train"),
+}
+
 
 @dataclass(frozen=True)
 class MathTask:

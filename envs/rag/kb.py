@@ -17,6 +17,10 @@ from typing import Any
 
 from rubricgym.data import DatasetLoadError, load_records, read_file
 
+#: the public RAG sets ``dataset=`` names, read from ../shared/data
+PUBLIC_FILES = {"covid_faq": "covid_faq/faq_queries.jsonl", "covid_faq_corpus": "covid_faq/faq_corpus.jsonl",
+                "xquad_en": "xquad_en/xquad_en.jsonl", "mtrag_un": "mtrag_un/mtrag_un_reference.jsonl"}
+
 BUILTIN = Path(__file__).resolve().parent / "data" / "lumen_kb.json"
 
 

@@ -29,7 +29,6 @@ as unsatisfied for the rollout's reward; nothing is dropped.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
