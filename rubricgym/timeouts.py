@@ -2,17 +2,28 @@
 
 Python cannot interrupt a thread stuck in a long computation, and ``signal.alarm`` (what
 math-verify uses) works only on the main thread. A worker process can always be killed, so
-checks that may hang run here when the caller is not on the main thread. The worker is started
-once (``spawn``, safe next to torch threads) and reused; a call that times out kills it and
-the next call starts a fresh one.
+checks that may hang run here when the caller is not on the main thread.
+
+The worker is a plain ``python -m rubricgym.timeouts`` subprocess talking over a socket pair,
+not a ``multiprocessing`` child: ``spawn`` re-imports the caller's ``__main__``, which re-runs a
+user's script that lacks an ``if __name__ == "__main__"`` guard. It is started once and reused;
+its start-up (and an optional ``prepare`` step, such as importing math-verify) has its own
+generous limit and never counts against a call's time limit; a call that times out kills it, and
+the next call starts a fresh one. Functions must be importable module-level functions.
 """
 
 from __future__ import annotations
 
 import atexit
-import multiprocessing as mp
+import socket
+import subprocess
+import sys
 import threading
+from multiprocessing.connection import Connection
 from typing import Any, Callable
+
+#: limit on starting the worker and running its ``prepare`` step (imports), under load too
+STARTUP_TIMEOUT_S = 120.0
 
 
 class WorkerTimeout(TimeoutError):
@@ -31,6 +42,10 @@ def _serve(conn: Any) -> None:
             conn.send((False, err))
 
 
+def _ready() -> bool:
+    return True
+
+
 class TimeLimitedWorker:
     """One worker process that runs picklable module-level functions with a time limit.
 
@@ -43,31 +58,44 @@ class TimeLimitedWorker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._process: Any = None
-        self._conn: Any = None
+        self._process: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._prepared: set[Callable[[], Any]] = set()
 
     def _start(self) -> None:
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child,), daemon=True)
-        self._process.start()
+        parent, child = socket.socketpair()
+        self._process = subprocess.Popen([sys.executable, "-m", "rubricgym.timeouts", str(child.fileno())],
+                                         pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL)
         child.close()
-        self._conn = parent
+        self._conn = Connection(parent.detach())
+        self._prepared = set()
+        self._run(_ready, (), STARTUP_TIMEOUT_S, "starting the worker")
 
-    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> Any:
-        # Calls are serialised: one worker, one request at a time.
-        with self._lock:
-            if self._process is None or not self._process.is_alive():
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float, what: str) -> tuple[bool, Any]:
+        self._conn.send((fn, args))
+        if not self._conn.poll(timeout):
+            self._kill()
+            raise WorkerTimeout(f"{what} took longer than {timeout:g} s")
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError):  # the worker died (e.g. out of memory)
+            self._kill()
+            raise WorkerTimeout(f"{what}: the worker process died") from None
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float,
+             prepare: Callable[[], Any] | None = None) -> Any:
+        """``fn(*args)`` in the worker within ``timeout`` seconds; ``prepare()`` runs first, once
+        per worker, under the start-up limit (put slow imports there)."""
+        with self._lock:  # one worker, one request at a time
+            if self._process is None or self._process.poll() is not None:
+                self._kill()
                 self._start()
-            self._conn.send((fn, args))
-            if not self._conn.poll(timeout):
-                self._kill()
-                raise WorkerTimeout(f"{getattr(fn, '__name__', fn)} took longer than {timeout:g} s")
-            try:
-                ok, value = self._conn.recv()
-            except EOFError:  # the worker died (e.g. out of memory)
-                self._kill()
-                raise WorkerTimeout(f"{getattr(fn, '__name__', fn)}: the worker process died") from None
+            if prepare is not None and prepare not in self._prepared:
+                ok, value = self._run(prepare, (), STARTUP_TIMEOUT_S, f"preparing {getattr(prepare, '__name__', prepare)}")
+                if not ok:
+                    raise value
+                self._prepared.add(prepare)
+            ok, value = self._run(fn, args, timeout, getattr(fn, "__name__", str(fn)))
         if ok:
             return value
         raise value
@@ -75,7 +103,7 @@ class TimeLimitedWorker:
     def _kill(self) -> None:
         if self._process is not None:
             self._process.kill()
-            self._process.join(timeout=5)
+            self._process.wait(timeout=5)
         if self._conn is not None:
             self._conn.close()
         self._process = self._conn = None
@@ -97,3 +125,7 @@ def shared_worker() -> TimeLimitedWorker:
             _shared_worker = TimeLimitedWorker()
             atexit.register(_shared_worker.close)
         return _shared_worker
+
+
+if __name__ == "__main__":
+    _serve(Connection(int(sys.argv[1])))

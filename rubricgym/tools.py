@@ -14,15 +14,38 @@ A malformed call never raises: :func:`parse_action` returns the problems in
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-TOOL_CALL_PATTERN = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
+#: deeper arguments are refused (JSON libraries and pydantic recurse per level)
+MAX_ARGUMENT_DEPTH = 32
+
+
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deeply lists and dicts nest in ``value``, counted without recursion up to ``limit + 1``.
+
+    Example:
+        >>> nesting_depth({"a": [1, [2]]}, 10), nesting_depth([[[[]]]], 2)
+        (3, 3)
+    """
+    depth, level = 0, [value]
+    while level and depth <= limit:
+        children = []
+        for item in level:
+            if isinstance(item, dict):
+                children.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                children.extend(item)
+        if not children and not any(isinstance(i, (dict, list, tuple)) for i in level):
+            break
+        depth += 1
+        level = children
+    return depth
 
 
 @dataclass
@@ -80,10 +103,14 @@ def _decode_call(raw: Any, where: str) -> ToolCall | str:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as err:
             return f"{where}: arguments of '{name}' are not valid JSON ({err.msg} at position {err.pos})"
+        except RecursionError:
+            return f"{where}: arguments of '{name}' are nested too deeply"
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         return f"{where}: arguments of '{name}' must be a JSON object, got {type(arguments).__name__}"
+    if nesting_depth(arguments, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
+        return f"{where}: arguments of '{name}' are nested deeper than {MAX_ARGUMENT_DEPTH} levels"
     call = ToolCall(name=name, arguments=arguments)
     if isinstance(raw.get("id"), str) and raw["id"]:
         call.id = raw["id"]
@@ -124,22 +151,40 @@ def parse_action(action: Any, max_chars: int = 1_000_000) -> ParsedAction:
     )
 
 
+def _tool_call_bodies(text: str) -> tuple[list[str], bool]:
+    """The bodies of ``<tool_call>...</tool_call>`` blocks, in one linear pass (a regex with a lazy
+    ``.*?`` is quadratic on thousands of unclosed tags), and whether a tag was left unclosed."""
+    bodies, position = [], 0
+    while True:
+        start = text.find(OPEN_TAG, position)
+        if start == -1:
+            return bodies, False
+        end = text.find(CLOSE_TAG, start + len(OPEN_TAG))
+        if end == -1:
+            return bodies, True
+        bodies.append(text[start + len(OPEN_TAG):end])
+        position = end + len(CLOSE_TAG)
+
+
 def _parse_text(text: str, max_chars: int) -> ParsedAction:
     if len(text) > max_chars:
         return ParsedAction(text[:200], invalid=f"the reply has {len(text):,} characters, over the limit of {max_chars:,}")
     parsed = ParsedAction(text)
-    if "<tool_call>" not in text:
+    if OPEN_TAG not in text:
         return parsed
-    for index, match in enumerate(TOOL_CALL_PATTERN.finditer(text), start=1):
-        body = match.group(1).strip()
+    bodies, unclosed = _tool_call_bodies(text)
+    for index, body in enumerate(bodies, start=1):
         try:
-            raw = json.loads(body)
+            raw = json.loads(body.strip())
         except json.JSONDecodeError as err:
             parsed.errors.append(f"tool call {index}: not valid JSON ({err.msg} at position {err.pos})")
             continue
+        except RecursionError:
+            parsed.errors.append(f"tool call {index}: JSON nested too deeply")
+            continue
         decoded = _decode_call(raw, f"tool call {index}")
         (parsed.tool_calls if isinstance(decoded, ToolCall) else parsed.errors).append(decoded)
-    if text.count("<tool_call>") > text.count("</tool_call>"):
+    if unclosed:
         parsed.errors.append("a <tool_call> tag is not closed with </tool_call>")
     return parsed
 

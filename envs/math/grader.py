@@ -28,6 +28,7 @@ from rubricgym.timeouts import WorkerTimeout, shared_worker
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 BOXED_COMMANDS = ("\\boxed", "\\fbox")
+BOXED_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 NUMBER_PATTERN = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?$")
 THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
@@ -46,27 +47,27 @@ class Extraction:
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` / ``\\fbox{...}`` in ``text`` (balanced braces).
 
+    Linear time: every brace is matched in one pass, so thousands of unclosed ``\\boxed{``
+    cost no more than reading them once.
+
     Example:
         >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and finally \\boxed{\\{1, 2\\}}")
         '\\\\{1, 2\\\\}'
     """
-    start = max(text.rfind(cmd) for cmd in BOXED_COMMANDS)
-    while start != -1:
-        brace = text.find("{", start)
-        if brace != -1 and text[start:brace].strip() in BOXED_COMMANDS:
-            depth = 0
-            for i in range(brace, len(text)):
-                char = text[i]
-                if char == "\\":
-                    continue
-                if char == "{" and text[i - 1] != "\\":
-                    depth += 1
-                elif char == "}" and text[i - 1] != "\\":
-                    depth -= 1
-                    if depth == 0:
-                        return text[brace + 1 : i].strip()
-        # unbalanced or not a real \boxed{: look further left
-        start = max(text.rfind(cmd, 0, start) for cmd in BOXED_COMMANDS)
+    closing: dict[int, int] = {}
+    open_braces: list[int] = []
+    previous = ""
+    for i, char in enumerate(text):
+        if previous != "\\":  # an escaped brace is text, not a group
+            if char == "{":
+                open_braces.append(i)
+            elif char == "}" and open_braces:
+                closing[open_braces.pop()] = i
+        previous = char
+    for match in reversed(list(BOXED_OPEN.finditer(text))):  # an unbalanced one: look further left
+        brace = match.end() - 1
+        if brace in closing:
+            return text[brace + 1 : closing[brace]].strip()
     return None
 
 
@@ -91,8 +92,14 @@ def extract_answer(text: str, fallback: str = "last_number") -> Extraction:
     return Extraction(None, "none")
 
 
+#: a multiple-choice label before the answer, as AMC solutions write it: "\\textbf{(C) }70"
+PERCENT = re.compile(r"\\?%$")
+CHOICE_LABEL = re.compile(r"^\\(?:textbf|text|mathrm|mathbf)\{\s*\(?[A-E]\)\s*\}\s*")
+
+
 def _normalise(answer: str) -> str:
     answer = answer.strip().strip("$").strip()
+    answer = CHOICE_LABEL.sub("", answer)
     answer = re.sub(r"\\text\{\s*([^{}]*?)\s*\}", r"\1", answer)
     answer = re.sub(r"\\(?:left|right|displaystyle|!|,|;|:)", "", answer)
     answer = answer.replace("dfrac", "frac").replace("tfrac", "frac")
@@ -112,32 +119,55 @@ def _as_fraction(answer: str) -> Fraction | None:
 
 
 def _math_verify(gold: str, predicted: str, timeout_s: int | None) -> bool:
+    """math-verify's verdict; its timeout surfaces as ``math_verify.errors.TimeoutException`` (a
+    ``BaseException``), other errors as exceptions (not equivalent)."""
     from math_verify import parse, verify
 
-    gold_parsed = parse("\\boxed{" + gold + "}", parsing_timeout=timeout_s)
-    predicted_parsed = parse("\\boxed{" + predicted + "}", parsing_timeout=timeout_s)
+    gold_parsed = parse("\\boxed{" + gold + "}", parsing_timeout=timeout_s, raise_on_error=True)
+    predicted_parsed = parse("\\boxed{" + predicted + "}", parsing_timeout=timeout_s, raise_on_error=True)
     if not gold_parsed or not predicted_parsed:
         return False
-    return bool(verify(gold_parsed, predicted_parsed, timeout_seconds=timeout_s))
+    return bool(verify(gold_parsed, predicted_parsed, timeout_seconds=timeout_s, raise_on_error=True))
 
 
 def _math_verify_unbounded(gold: str, predicted: str) -> bool:
     """Worker-process entry: math-verify with its signal timeouts off (the worker is killed)."""
-    return _math_verify(gold, predicted, None)
+    try:
+        return _math_verify(gold, predicted, None)
+    except Exception:  # a parser error: not equivalent
+        return False
 
 
-@lru_cache(maxsize=65_536)
+def _import_math_verify() -> None:
+    """The worker's preparation: importing math-verify (and sympy) takes seconds under load, which
+    must not count against a check's time limit."""
+    import math_verify  # noqa: F401
+
+
+class Undecided(Exception):
+    """The check ran out of time: no verdict, so nothing is cached."""
+
+
 def answers_match(gold: str, predicted: str, timeout_s: float = 3.0) -> bool:
     """Whether ``predicted`` is mathematically equivalent to ``gold``, decided within ``timeout_s``.
 
-    A check that runs out of time counts as not equivalent (and is not a crash).
+    A check that runs out of time counts as not equivalent (and is not a crash); only decided
+    verdicts are cached, so a check that timed out under load is tried again next time.
 
     Example:
         >>> answers_match("\\\\frac{1}{2}", "0.5"), answers_match("204", "205")
         (True, False)
     """
+    try:
+        return _decide(gold, predicted, timeout_s)
+    except Undecided:
+        return False
+
+
+@lru_cache(maxsize=65_536)  # exceptions (Undecided) are never cached
+def _decide(gold: str, predicted: str, timeout_s: float) -> bool:
     gold_norm, predicted_norm = _normalise(gold), _normalise(predicted)
-    if gold_norm == predicted_norm:
+    if PERCENT.sub("", gold_norm) == PERCENT.sub("", predicted_norm):  # "-1\\%" answers "-1" (and "-1%")
         return True
     gold_number, predicted_number = _as_fraction(gold_norm), _as_fraction(predicted_norm)
     if gold_number is not None and predicted_number is not None:
@@ -145,14 +175,18 @@ def answers_match(gold: str, predicted: str, timeout_s: float = 3.0) -> bool:
     if len(predicted) > MAX_ANSWER_CHARS:
         return False
     if threading.current_thread() is threading.main_thread():
+        from math_verify.errors import TimeoutException
+
         try:
             # three signal-timed phases (two parses, one verify) share the budget
             return _math_verify(gold, predicted, max(1, int(timeout_s / 3)))
-        except Exception:  # math-verify's own timeout and parser errors: not equivalent
+        except TimeoutException:
+            raise Undecided from None
+        except Exception:  # parser errors: not equivalent
             return False
     try:
-        return shared_worker().call(_math_verify_unbounded, (gold, predicted), timeout=timeout_s)
+        return shared_worker().call(_math_verify_unbounded, (gold, predicted), timeout=timeout_s, prepare=_import_math_verify)
     except WorkerTimeout:
-        return False
+        raise Undecided from None
     except Exception:
         return False

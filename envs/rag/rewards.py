@@ -18,14 +18,29 @@ from typing import Iterable, Sequence
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 PHONE = re.compile(r"(?<![\w-])(?:\+?\d{1,3}[-\s.]?)?(?:\(?\d{3,4}\)?[-\s.]?)(?:\d{3}[-\s.]?\d{3,4}|[A-Z]{4,7})(?![\w-])")
-DURATION = re.compile(r"(\d+(?:\.\d+)?)[\s-]*(?:business[\s-]+)?(day|week|month|year|hour|minute)s?\b", re.I)
-NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w])")
+# (?<![\d.]): a match starts only where a number starts, so a 3,000-digit number costs one
+# backtracking pass, not one per digit (quadratic)
+DURATION = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)[\s-]*(?:business[\s-]+)?(day|week|month|year|hour|minute)s?\b", re.I)
+# "50,000" is fifty thousand (thousands separators); "4,5" a decimal comma
+NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?)(?![\w])")
+THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+# "section 4.2", "article 3": a reference to a place in a document, not a fact to check
+REFERENCE = re.compile(r"\b(?:sections?|§|articles?|chapters?|clauses?|steps?|parts?|pages?|paragraphs?)\s*\d+(?:\.\d+)*", re.I)
 CITATION = re.compile(r"\[([A-Za-z0-9_.:<>\-]+(?:\s*,\s*[A-Za-z0-9_.:<>\-]+)*)\]")
+# A refusal speaks of the sources or of the speaker's own inability ("the knowledge base does not
+# cover this", "I do not have that information"); a factual negative about the subject ("water
+# damage is not covered by the warranty") is an answer, not a refusal.
+SOURCE = (r"(?:knowledge[\s-]?base|articles?|documents?|context|help (?:pages|center)|sources?"
+          r"|information (?:I have|available|provided|given|here))")
 REFUSAL = re.compile(
-    r"(not (?:sure|able|covered|mentioned|included|in (?:the|our) (?:knowledge base|context|articles|documents))"
-    r"|(?:does|do|did)n'?t (?:say|cover|mention|include|specify|know)|(?:does|do) not (?:say|cover|mention|include|specify|know)"
-    r"|no information|cannot (?:find|answer|help)|can'?t (?:find|answer|help)|unable to|don'?t have (?:that|this|any) information"
-    r"|isn'?t (?:covered|mentioned)|not (?:have|find) (?:that|this|any)|no (?:article|mention))", re.I)
+    rf"(?:{SOURCE}[^.?!]{{0,40}}?\b(?:does|do|did)(?:n'?t| not) (?:say|cover|mention|include|contain|specify|address|explain|answer)"
+    rf"|\bnot (?:covered|mentioned|included|found|addressed|specified|available|described) (?:in|by) (?:the |our |any |these |those )?{SOURCE}"
+    r"|\bI (?:do not|don'?t|cannot|can'?t|could not|couldn'?t|am unable to|am not able to|was unable to|have no) "
+    r"(?:have|find|see|answer|help|say|know|tell|provide|locate|information|details)\b"
+    r"|\bI'?m (?:not sure|unable|not able)|\bI am (?:not sure|unable|not able)"
+    r"|\b(?:there is|there's|with) no (?:information|article|mention|details?)\b|^no information\b"
+    r"|\bno (?:information|article|mention|details?) (?:about|on|regarding|of|for|in)\b"
+    r"|\bunable to (?:find|answer|help|locate)|\b(?:cannot|can'?t) (?:find|answer|locate)\b)", re.I)
 
 
 def normalize_answer(text: str) -> list[str]:
@@ -86,7 +101,7 @@ def refusal_score(text: str, answerable: bool) -> float:
 
 def extract_facts(text: str) -> list[str]:
     """Checkable facts: emails, phone numbers, durations ('30 day'), other numbers."""
-    text = CITATION.sub(" ", text)
+    text = REFERENCE.sub(" ", CITATION.sub(" ", text))
     facts = []
     for pattern, kind in ((EMAIL, "email"), (PHONE, "phone")):
         for match in pattern.finditer(text):
@@ -96,7 +111,9 @@ def extract_facts(text: str) -> list[str]:
         facts.append(f"duration:{float(match.group(1)):g} {match.group(2).lower()}")
     text = DURATION.sub(" ", text)
     for match in NUMBER.finditer(text):
-        facts.append(f"number:{float(match.group(0).replace(',', '.')):g}")
+        number = match.group(0)
+        number = number.replace(",", "") if THOUSANDS.match(number) else number.replace(",", ".")
+        facts.append(f"number:{float(number):g}")
     return facts
 
 

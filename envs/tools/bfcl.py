@@ -5,7 +5,8 @@ acceptable values of the ground truth after type coercion: ints are accepted for
 strings are compared after BFCL-like normalisation (case, spaces and ``,./-_*^`` removed),
 lists element by element, dicts key by key. An acceptable value ``""`` means the argument may
 be left out. Unknown arguments and missing required arguments are errors. Parallel calls match
-in any order (one-to-one); irrelevance rows are correct only when no function is called.
+in any order (one-to-one); irrelevance rows are correct only when no function is called, relevance
+rows (no ground truth, category ``*relevance`` but not ``irrelevance``) only when one is.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def values_equal(value: Any, expected: Any, param_type: str | None = None) -> bo
     if isinstance(expected, bool) or isinstance(value, bool):
         return isinstance(value, bool) and isinstance(expected, bool) and value == expected
     if isinstance(expected, (int, float)) and isinstance(value, (int, float)):
-        if param_type in ("integer", "int") and isinstance(value, float) and not value.is_integer():
-            return False
+        if param_type in ("integer", "int") and isinstance(value, float):
+            return False  # BFCL's checker wants an int here: 3.0 is the wrong type, as in BFCL
         return float(value) == float(expected)
     if isinstance(expected, str) and isinstance(value, str):
         return normalise_string(value) == normalise_string(expected)
@@ -87,10 +88,24 @@ def check_call(call: Call, expected: dict[str, dict[str, list]], functions: dict
     return None
 
 
+def is_relevance(category: str | None) -> bool:
+    """BFCL's relevance rows (``live_relevance``): no ground truth, but at least one call is right."""
+    return bool(category) and "relevance" in category and "irrelevance" not in category
+
+
 def check_calls(calls: Sequence[Call], ground_truth: Sequence[dict[str, dict[str, list]]] | None,
-                functions: Sequence[dict[str, Any]]) -> tuple[bool, str]:
-    """BFCL AST check of all calls of one row: ``(correct, reason)``."""
+                functions: Sequence[dict[str, Any]], category: str | None = None) -> tuple[bool, str]:
+    """BFCL AST check of all calls of one row: ``(correct, reason)``.
+
+    Rows without ground truth are irrelevance rows (the right answer calls nothing) unless their
+    category is a relevance one, where BFCL requires at least one call of a listed function.
+    """
     by_name = {f["name"]: f for f in functions}
+    if not ground_truth and is_relevance(category):
+        unknown = [name for name, _ in calls if name not in by_name]
+        if not calls or unknown:
+            return False, "expected at least one call of a listed function" + (f", got {unknown}" if unknown else "")
+        return True, "ok"
     if not ground_truth:  # irrelevance: the right answer calls nothing
         return (not calls), ("ok" if not calls else f"expected no call, got {len(calls)}")
     if len(calls) != len(ground_truth):

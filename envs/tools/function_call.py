@@ -91,6 +91,6 @@ class FunctionCallEnv(ChatEnv):
             correct, reason = False, "; ".join(final.errors)
         else:
             calls = [(c.name, c.arguments) for c in final.tool_calls]
-            correct, reason = check_calls(calls, self.task.get("ground_truth"), self.task["function"])
+            correct, reason = check_calls(calls, self.task.get("ground_truth"), self.task["function"], self.task.get("category"))
         reward = cfg.correct_reward if correct else cfg.incorrect_reward
         return Score(reward=reward, components={"ast": 1.0 if correct else 0.0}, correct=correct, info={"reason": reason})

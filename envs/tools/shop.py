@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 from pydantic import BaseModel, Field
 
@@ -160,10 +160,11 @@ class Shop:
             raise ToolError(f"order {order_id} was delivered {TODAY - order['delivered_day']} days ago; "
                             f"the refund window is {REFUND_WINDOW_DAYS} days")
         remaining = round(self.order_total(order_id) - self.refunded(order_id), 2)
-        if amount <= 0 or amount > remaining + 1e-9:
+        amount = round(amount, 2)
+        if not 0 < amount <= remaining + 1e-9:
             raise ToolError(f"the refund must be between 0 and the {remaining} not yet refunded")
         self.db.execute("INSERT INTO refunds (order_id, amount, reason, day) VALUES (?, ?, ?, ?)",
-                        (order_id, round(amount, 2), reason, TODAY))
+                        (order_id, amount, reason, TODAY))
         return f"refunded {amount:.2f} on order {order_id}"
 
     def exchange_item(self, order_id: int, product_id: int, new_product_id: int) -> str:
@@ -199,12 +200,18 @@ class EmailArgs(BaseModel):
     email: str = Field(min_length=3, max_length=200)
 
 
+#: SQLite integers are 64-bit: larger ids are refused by the schema, not by an OverflowError
+Id = Annotated[int, Field(ge=0, le=2**63 - 1)]
+#: money in the shop's currency: finite, at least a cent (1e-300 is not a refund), at most a million
+Amount = Annotated[float, Field(ge=0.01, le=1_000_000, allow_inf_nan=False)]
+
+
 class CustomerArgs(BaseModel):
-    customer_id: int
+    customer_id: Id
 
 
 class OrderArgs(BaseModel):
-    order_id: int
+    order_id: Id
 
 
 class QueryArgs(BaseModel):
@@ -212,28 +219,28 @@ class QueryArgs(BaseModel):
 
 
 class AddressArgs(BaseModel):
-    order_id: int
+    order_id: Id
     line: str = Field(min_length=1, max_length=200)
     city: str = Field(min_length=1, max_length=100)
     country: str = Field(min_length=1, max_length=100)
 
 
 class RefundArgs(BaseModel):
-    order_id: int
-    amount: float
+    order_id: Id
+    amount: Amount
     reason: str = Field(min_length=1, max_length=500)
 
 
 class ExchangeArgs(BaseModel):
-    order_id: int
-    product_id: int
-    new_product_id: int
+    order_id: Id
+    product_id: Id
+    new_product_id: Id
 
 
 class EscalateArgs(BaseModel):
-    customer_id: int
+    customer_id: Id
     reason: str = Field(min_length=1, max_length=500)
-    order_id: int | None = None
+    order_id: Id | None = None
 
 
 def shop_tools(shop_getter: Callable[[], Shop]) -> dict[str, Tool]:

@@ -9,6 +9,8 @@ import hashlib
 import json
 import os
 import threading
+import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, TypeVar
@@ -29,6 +31,8 @@ class Completion:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     cached: bool = False
+    key: str = ""
+    """The cache key of the request (empty when the reply did not go through :class:`LLM`)."""
     model: str = ""
 
 
@@ -89,6 +93,57 @@ class LLMCallError(RuntimeError):
     """A call that kept failing after every retry."""
 
 
+class ReplyCache:
+    """The disk cache of replies: JSON text only, never pickles.
+
+    diskcache pickles values by default, and its reader unpickles whatever a row says it holds,
+    so anyone who can write the cache folder could run code in the trainer. Here values are JSON
+    strings, the reader refuses any pickled row, a corrupt or unreadable entry is a miss (and is
+    dropped), and a cache database that cannot be opened is moved aside and rebuilt.
+    """
+
+    def __init__(self, folder: str):
+        import diskcache
+
+        class TextOnlyDisk(diskcache.Disk):
+            def fetch(self, mode, filename, value, read):
+                if mode == diskcache.core.MODE_PICKLE:
+                    raise ValueError("a pickled cache entry is refused")
+                return super().fetch(mode, filename, value, read)
+
+        self.folder = folder
+        try:
+            self._cache = diskcache.Cache(folder, size_limit=2**30, disk=TextOnlyDisk)
+            self._cache.get("probe")  # reads the database: a corrupt file fails here, not on first use
+        except Exception as err:  # sqlite3.DatabaseError and friends: keep the bad folder for a look
+            aside = f"{folder}.corrupt-{int(time.time())}"
+            os.replace(folder, aside)
+            warnings.warn(f"the LLM cache at {folder} could not be read ({type(err).__name__}); moved it to {aside} "
+                          "and started a new one", stacklevel=3)
+            self._cache = diskcache.Cache(folder, size_limit=2**30, disk=TextOnlyDisk)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            text = self._cache.get(key)
+            value = None if text is None else json.loads(text)
+        except Exception:  # a corrupt, truncated or foreign entry is a miss
+            self.delete(key)
+            return None
+        return value if isinstance(value, dict) else None
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        try:
+            self._cache.set(key, json.dumps(value))
+        except Exception as err:  # a full disk or a broken database must not fail the call
+            warnings.warn(f"could not write the LLM cache at {self.folder}: {type(err).__name__}: {err}", stacklevel=2)
+
+    def delete(self, key: str) -> None:
+        try:
+            self._cache.delete(key)
+        except Exception:
+            pass
+
+
 class LLM:
     """A chat client: backend + cache + retries + timeout + concurrency limit + accounting.
 
@@ -103,13 +158,9 @@ class LLM:
         self.config = config or LLMConfig()
         self.usage = Usage()
         self.name = backend.name
-        self._cache = None
         self._lock = threading.Lock()
         self._semaphores: dict[int, asyncio.Semaphore] = {}
-        if self.config.cache_dir:
-            import diskcache
-
-            self._cache = diskcache.Cache(self.config.cache_dir, size_limit=2**30)
+        self._cache = ReplyCache(self.config.cache_dir) if self.config.cache_dir else None
 
     def __deepcopy__(self, memo: dict) -> "LLM":
         # a client is a shared resource (cache, usage totals, limits): env specs copied by
@@ -125,26 +176,43 @@ class LLM:
             return self._semaphores[loop_id]
 
     def cache_key(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None, params: dict[str, Any]) -> str:
+        # ASCII escapes keep any text hashable, lone surrogates from a model's reply included
         payload = json.dumps({"model": self.backend.name, "messages": messages, "response_format": response_format,
-                              "params": params}, sort_keys=True, ensure_ascii=False, default=str)
+                              "params": params}, sort_keys=True, ensure_ascii=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     async def complete(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None,
-                       *, use_cache: bool = True, **params: Any) -> Completion:
-        """One chat completion (cached, retried, time-limited, counted)."""
+                       *, use_cache: bool = True, store: bool = True, **params: Any) -> Completion:
+        """One chat completion (cached, retried, time-limited, counted). ``store=False`` leaves a
+        fresh reply out of the cache until the caller has validated it (:meth:`remember`)."""
         params = {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens, **params}
         key = self.cache_key(messages, response_format, params)
         if use_cache and self._cache is not None:
             hit = self._cache.get(key)
             if hit is not None:
-                completion = Completion(**{**hit, "cached": True})
-                self.usage.add(completion)
-                return completion
+                try:
+                    completion = Completion(**{**hit, "cached": True, "key": key})
+                except TypeError:  # an entry of another shape is a miss
+                    self._cache.delete(key)
+                else:
+                    self.usage.add(completion)
+                    return completion
         completion = await self._call_with_retries(messages, response_format, params)
+        completion.key = key
         self.usage.add(completion)
-        if self._cache is not None:
-            self._cache.set(key, asdict(completion))
+        if store:
+            self.remember(completion)
         return completion
+
+    def remember(self, completion: Completion) -> None:
+        """Cache a reply (only replies that were usable: failures are never cached)."""
+        if self._cache is not None and completion.key and not completion.cached:
+            self._cache.set(completion.key, {k: v for k, v in asdict(completion).items() if k not in ("cached", "key")})
+
+    def forget(self, completion: Completion) -> None:
+        """Drop a cached reply that turned out unusable, so the next identical request calls again."""
+        if self._cache is not None and completion.key:
+            self._cache.delete(completion.key)
 
     async def _call_with_retries(self, messages, response_format, params) -> Completion:
         from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
@@ -184,14 +252,16 @@ class LLM:
         conversation = list(messages)
         problem = ""
         for _ in range(max_fixes + 1):
-            completion = await self.complete(conversation, response_format, **params)
+            completion = await self.complete(conversation, response_format, store=False, **params)
             try:
                 value = model.model_validate(extract_json(completion.text))
                 problem = check(value) if check else None
                 if not problem:
+                    self.remember(completion)  # only a reply that validated is cached
                     return value, completion
-            except (JSONExtractionError, ValidationError) as err:
+            except (JSONExtractionError, ValidationError, RecursionError) as err:
                 problem = f"{type(err).__name__}: {str(err)[:500]}"
+            self.forget(completion)  # an invalid reply cached by an older version must not come back
             conversation = list(messages) + [
                 {"role": "assistant", "content": completion.text[:4000]},
                 {"role": "user", "content": f"That reply is not valid: {problem}\nReply again with only the corrected JSON object."},

@@ -15,7 +15,8 @@ class JSONExtractionError(ValueError):
 
 
 def extract_json(text: str) -> Any:
-    """The first JSON object (or array) in ``text``, repaired when needed.
+    """The first JSON object (or array) in ``text``, repaired when needed; a reply nested too
+    deeply to parse is a :class:`JSONExtractionError` like any other broken reply.
 
     Example:
         >>> extract_json('Sure! ```json\\n{"scores": [1, 2,]}\\n``` hope it helps')
@@ -25,6 +26,13 @@ def extract_json(text: str) -> Any:
     """
     if not isinstance(text, str) or not text.strip():
         raise JSONExtractionError("the reply is empty")
+    try:
+        return _extract(text)
+    except RecursionError:
+        raise JSONExtractionError("the reply's JSON is nested too deeply to read") from None
+
+
+def _extract(text: str) -> Any:
     candidates = [m.group(1) for m in FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
     for candidate in candidates:
