@@ -56,7 +56,8 @@ def save_checkpoint(out: Path, step: int, policy: Policy, trainer_state: dict[st
     config = plain_config(config)
     folder = out / f"checkpoint-{step}"
     staging = out / f".checkpoint-{step}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
+    for stale in out.glob(".checkpoint-*.tmp"):  # left by a save that was killed
+        shutil.rmtree(stale, ignore_errors=True)
     staging.mkdir(parents=True)
     if policy.has_adapter:
         policy.model.save_pretrained(staging / "adapter")
@@ -64,8 +65,13 @@ def save_checkpoint(out: Path, step: int, policy: Policy, trainer_state: dict[st
         torch.save(policy.model.state_dict(), staging / "model.pt")
     torch.save({**trainer_state, "rng": rng_state(), "step": step, "config": config}, staging / "trainer.pt")
     (staging / "config.json").write_text(json.dumps(config, indent=2, default=str))
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(staging, folder)
+    if folder.exists():  # a re-save of this step: move the old one aside atomically, delete it after
+        retired = out / f".checkpoint-{step}.old.tmp"
+        os.replace(folder, retired)
+        os.replace(staging, folder)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, folder)
     marker = out / ".latest.tmp"
     marker.write_text(folder.name)
     os.replace(marker, out / "latest")
@@ -100,10 +106,11 @@ def load_trainer_state(folder: str | Path) -> dict[str, Any]:
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The folder ``latest`` names, if it exists and is complete."""
-    marker = Path(output_dir) / "latest"
-    if not marker.is_file():
-        return None
-    name = marker.read_text().strip()
-    folder = Path(output_dir) / name
-    return folder if name and (folder / "trainer.pt").is_file() else None
+    """The folder ``latest`` names when it is complete, else the newest complete checkpoint."""
+    output_dir = Path(output_dir)
+    marker = output_dir / "latest"
+    name = marker.read_text().strip() if marker.is_file() else ""
+    if name and (output_dir / name / "trainer.pt").is_file():
+        return output_dir / name
+    complete = [f for f in output_dir.glob("checkpoint-*") if f.name.split("-")[-1].isdigit() and (f / "trainer.pt").is_file()]
+    return max(complete, key=lambda f: int(f.name.split("-")[-1]), default=None)

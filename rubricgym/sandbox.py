@@ -1,17 +1,24 @@
 """A sandboxed Python execution tool any env can offer (``tools=["python"]``).
 
-Each call runs the code in a fresh ``python -I`` subprocess, in a temporary working directory
-that is deleted afterwards, under layered limits:
+The boundary is an established isolation tool, not Python: each call runs the code with
+`bubblewrap <https://github.com/containers/bubblewrap>`_ (Debian's ``bubblewrap``) in fresh
+namespaces of every kind (user, PID, network, IPC, UTS, cgroup, mount):
 
-* OS limits (``resource``): CPU seconds, address space, file size, open files, and no new
-  processes (``RLIMIT_NPROC``), so fork bombs and memory hogs fail inside the child;
-* wall time: the whole process group is killed at the limit (infinite loops, sleeping code);
-* output: at most ``max_output_bytes`` of stdout + stderr are kept, the rest is dropped;
-* no network: the child runs in a new network namespace (``unshare -rn``) where the machine
-  allows it, and an audit hook refuses sockets in any case;
-* files: a Python audit hook (PEP 578, which code cannot remove) refuses opening files for
-  writing outside the working directory, reading outside it and the Python installation,
-  starting processes, and loading native code through ctypes.
+* the filesystem is a read-only bind of ``/usr`` (the system Python and its standard library)
+  plus a private ``tmpfs`` scratch folder (``/work``, size-limited); nothing else of the host
+  exists inside: no ``/etc``, ``/root``, ``/home``, other episodes' folders or the project;
+* no network (an empty network namespace) and no view of other processes (its own PID
+  namespace), no capabilities, a new session, killed with its parent;
+* as the unprivileged user ``nobody`` when the trainer runs as root, with rlimits: CPU seconds,
+  address space, file size, open files and processes (``RLIMIT_NPROC``);
+* wall time: the whole process group is killed at the limit; output is read as it streams and
+  the process is killed once ``max_output_bytes`` is exceeded, so a flood cannot grow the trainer.
+
+The audit-hook prelude of earlier versions still runs inside (clearer error messages), but it
+is not the boundary. Where bubblewrap is missing or cannot create namespaces, the ``python``
+tool refuses to start; ``tools=["python-audit-hook"]`` opts into the weaker guard by name (a
+subprocess with rlimits, ``unshare -rn`` where it works, and the audit hook, which code in the
+same interpreter can defeat).
 
 A contained violation is reported as a tool error (``Error: ...``); the env stays usable.
 """
@@ -20,12 +27,14 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -71,24 +80,128 @@ class SandboxLimits:
     """Limits of one execution."""
 
     wall_time_s: float = 5.0
+    """The whole process group is killed after this long."""
     cpu_time_s: int = 5
     memory_bytes: int = 512 * 2**20
+    """Address-space limit of each process."""
     max_file_bytes: int = 1 * 2**20
+    """Largest file the code may write."""
     max_output_bytes: int = 8_000
+    """Output kept; the code is stopped once it prints more."""
     max_open_files: int = 64
+    max_processes: int = 16
+    """Processes the code may run at once (``RLIMIT_NPROC``; fork bombs stop there)."""
+    scratch_bytes: int = 16 * 2**20
+    """Size of the private scratch folder (bubblewrap's tmpfs)."""
+    isolation: str = "bwrap"
+    """``"bwrap"`` (the boundary) or ``"audit-hook"`` (the weaker guard, by explicit choice)."""
     network_namespace: bool = True
-    """Use ``unshare -rn`` when available (the audit hook blocks sockets either way)."""
+    """Audit-hook mode: use ``unshare -rn`` when available (the hook blocks sockets either way)."""
 
 
-def _limit_child(limits: SandboxLimits):
+NOBODY = 65534
+SANDBOX_PYTHON = "/usr/bin/python3"
+#: the sandbox's file system: read-only system files and a private scratch folder, nothing else
+_BWRAP_MOUNTS = ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+                 "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev"]
+
+
+def _user_processes(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as handle:
+                    count += any(line.startswith("Uid:") and line.split()[1] == str(uid) for line in handle)
+            except OSError:
+                continue
+    return count
+
+
+def _limit_child(limits: SandboxLimits, as_nobody: bool):
+    # RLIMIT_NPROC counts every process of the real user: as nobody that is only the sandbox's;
+    # as the caller's own user, the limit sits above what that user already runs
+    extra_processes = 0 if as_nobody else _user_processes(os.getuid())
+
     def apply() -> None:
         os.setsid()
+        if as_nobody:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        processes = limits.max_processes + extra_processes + 3  # + the reaper and bubblewrap's two
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_time_s, limits.cpu_time_s + 1))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
         resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files, limits.max_open_files))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return apply
+
+
+_bwrap_works: dict[bool, str | None] = {}
+
+
+def bwrap_problem(as_nobody: bool | None = None) -> str | None:
+    """Why bubblewrap cannot run the sandbox here (None when it can); checked once per process."""
+    as_nobody = (os.geteuid() == 0) if as_nobody is None else as_nobody
+    if as_nobody not in _bwrap_works:
+        if shutil.which("bwrap") is None:
+            _bwrap_works[as_nobody] = "bubblewrap is not installed (apt-get install bubblewrap)"
+        elif not os.path.exists(SANDBOX_PYTHON):
+            _bwrap_works[as_nobody] = f"{SANDBOX_PYTHON} (the system Python the sandbox runs) is missing"
+        else:
+            try:
+                done = subprocess.run(_bwrap_command(SandboxLimits()) + ["-c", "print('ok')"], capture_output=True,
+                                      timeout=30, preexec_fn=_limit_child(SandboxLimits(), as_nobody))
+                ok = done.returncode == 0 and done.stdout.strip() == b"ok"
+                _bwrap_works[as_nobody] = None if ok else f"bubblewrap failed: {done.stderr.decode(errors='replace')[-300:]}"
+            except (OSError, subprocess.SubprocessError) as err:
+                _bwrap_works[as_nobody] = f"bubblewrap failed: {err}"
+    return _bwrap_works[as_nobody]
+
+
+# A tiny reaper runs bubblewrap: it is a child subreaper, so whatever the sandbox leaves behind is
+# reparented to it and reaped (a container's PID 1 often reaps nothing, and zombies of ``nobody``
+# would count against RLIMIT_NPROC until no sandbox could start); SIGTERM or its own alarm kills
+# the sandbox, and it exits only when every descendant is gone.
+_REAPER = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+child = os.fork()
+if child == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+def stop(*_):
+    try:
+        os.kill(child, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGALRM, stop)
+signal.setitimer(signal.ITIMER_REAL, float(sys.argv[1]))
+status = None
+while True:
+    try:
+        pid, st = os.wait()
+    except ChildProcessError:
+        break
+    except InterruptedError:
+        continue
+    if pid == child:
+        status = st
+code = os.waitstatus_to_exitcode(status) if status is not None else 1
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+os._exit(code)
+"""
+
+
+def _bwrap_command(limits: SandboxLimits) -> list[str]:
+    return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL", *_BWRAP_MOUNTS,
+            "--size", str(limits.scratch_bytes), "--tmpfs", "/work", "--chdir", "/work", "--clearenv",
+            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/work",
+            "--setenv", "PYTHONIOENCODING", "utf-8", SANDBOX_PYTHON, "-I", "-S"]
 
 
 _unshare_works: bool | None = None
@@ -106,38 +219,82 @@ def _network_prefix(limits: SandboxLimits) -> list[str]:
     return ["unshare", "-rn"] if _unshare_works else []
 
 
+def _read_capped(process: subprocess.Popen, limits: SandboxLimits) -> tuple[bytes, str | None]:
+    """Read the output as it streams; stop the code at the wall-time or output limit."""
+    deadline = time.monotonic() + limits.wall_time_s
+    chunks, size, problem = [], 0, None
+    fd = process.stdout.fileno()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            problem = f"the code ran longer than {limits.wall_time_s:g} s and was stopped"
+            break
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limits.max_output_bytes:
+            problem = f"the code printed over {limits.max_output_bytes:,} bytes and was stopped; the first ones are shown"
+            break
+    if problem is not None:
+        try:
+            process.terminate()  # the reaper kills the sandbox, reaps it and exits
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the last resort (and the audit-hook mode's way)
+        except ProcessLookupError:
+            pass
+    process.stdout.close()
+    process.wait()
+    return b"".join(chunks), problem
+
+
 def run_python(code: str, limits: SandboxLimits | None = None) -> tuple[str, int | None, str | None]:
     """Run ``code``; returns ``(output, exit code or None, problem or None)``."""
     limits = limits or SandboxLimits()
+    program = (_PRELUDE + "\n" + code).encode("utf-8", errors="replace")
+    if limits.isolation == "bwrap":
+        as_nobody = os.geteuid() == 0
+        problem = bwrap_problem(as_nobody)
+        if problem:
+            raise ToolError(f"the python sandbox cannot run here: {problem}")
+        reaper = [SANDBOX_PYTHON, "-I", "-S", "-c", _REAPER, str(limits.wall_time_s)]
+        return _run(reaper + _bwrap_command(limits) + ["-"], program, limits, cwd=None, env=None, as_nobody=as_nobody)
+    if limits.isolation != "audit-hook":
+        raise ValueError(f"isolation must be 'bwrap' or 'audit-hook', got {limits.isolation!r}")
     workdir = tempfile.mkdtemp(prefix="rubricgym-sandbox-")
     try:
-        script = os.path.join(workdir, "main.py")
-        with open(script, "w", encoding="utf-8") as handle:
-            handle.write(_PRELUDE + "\n" + code)
         env = {"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8", "HOME": workdir, "TMPDIR": workdir}
-        command = _network_prefix(limits) + [sys.executable, "-I", "-S", script]
-        process = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, preexec_fn=_limit_child(limits))
-        try:
-            output, _ = process.communicate(timeout=limits.wall_time_s)
-            problem = None
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            output, _ = process.communicate()
-            problem = f"the code ran longer than {limits.wall_time_s:g} s and was stopped"
-        text = output[: limits.max_output_bytes].decode("utf-8", errors="replace")
-        if len(output) > limits.max_output_bytes and problem is None:
-            problem = f"the code printed {len(output):,} bytes; only the first {limits.max_output_bytes:,} are shown"
-        code_ = process.returncode
-        if problem is None and code_ is not None and code_ < 0:
-            signame = signal.Signals(-code_).name
-            problem = {"SIGXCPU": "the code used more CPU time than allowed", "SIGXFSZ": "the code wrote a file over the size limit",
-                       "SIGKILL": "the code was killed (memory or time limit)"}.get(signame, f"the code was killed by {signame}")
-        elif problem is None and code_ != 0:
-            problem = "the code raised an error"
-        return text, code_, problem
+        return _run(_network_prefix(limits) + [sys.executable, "-I", "-S", "-"], program, limits, workdir, env, False)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(command: list[str], program: bytes, limits: SandboxLimits, cwd: str | None, env: dict | None,
+         as_nobody: bool) -> tuple[str, int | None, str | None]:
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, preexec_fn=_limit_child(limits, as_nobody))
+    try:
+        process.stdin.write(program)  # the program is read before it runs: no deadlock with its output
+        process.stdin.close()
+    except BrokenPipeError:
+        pass
+    output, problem = _read_capped(process, limits)
+    text = output[: limits.max_output_bytes].decode("utf-8", errors="replace")
+    code_ = process.returncode
+    if problem is None and code_ is not None and code_ < 0:
+        signame = signal.Signals(-code_).name
+        problem = {"SIGXCPU": "the code used more CPU time than allowed", "SIGXFSZ": "the code wrote a file over the size limit",
+                   "SIGKILL": "the code was killed (memory or time limit)"}.get(signame, f"the code was killed by {signame}")
+    elif problem is None and code_ != 0:
+        problem = "the code raised an error"
+    return text, code_, problem
 
 
 class PythonArgs(BaseModel):
@@ -145,7 +302,14 @@ class PythonArgs(BaseModel):
 
 
 def python_tool(limits: SandboxLimits | None = None) -> Tool:
-    """The ``python`` tool: runs the code in the sandbox and returns its output."""
+    """The ``python`` tool: runs the code in the bubblewrap sandbox and returns its output.
+
+    Refuses to start (``RuntimeError`` at env construction) where bubblewrap cannot run.
+    """
+    limits = limits or SandboxLimits()
+    if limits.isolation == "bwrap" and (problem := bwrap_problem()):
+        raise RuntimeError(f"tools=['python'] needs a working bubblewrap sandbox: {problem}. "
+                           "tools=['python-audit-hook'] accepts the weaker in-process guard instead.")
 
     def run(args: PythonArgs) -> str:
         output, _, problem = run_python(textwrap.dedent(args.code), limits)
@@ -155,3 +319,8 @@ def python_tool(limits: SandboxLimits | None = None) -> Tool:
 
     return Tool("python", "Run Python code in a sandbox (no network, no files outside a scratch folder, a few "
                 "seconds of CPU) and return what it prints.", PythonArgs, run)
+
+
+def audit_hook_python_tool() -> Tool:
+    """``tools=["python-audit-hook"]``: the same tool behind the weaker guard (chosen by name)."""
+    return python_tool(SandboxLimits(isolation="audit-hook"))

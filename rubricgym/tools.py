@@ -261,7 +261,8 @@ def execute_tool_calls(parsed: ParsedAction, tools: dict[str, Tool],
 
 #: Tools any env can offer by name (``tools=["calculator"]``): name -> "module:attribute" of a
 #: Tool, or of a function that builds one. Env families add theirs with :func:`register_tool`.
-TOOL_REGISTRY: dict[str, str] = {"python": "rubricgym.sandbox:python_tool"}
+TOOL_REGISTRY: dict[str, str] = {"python": "rubricgym.sandbox:python_tool",
+                                 "python-audit-hook": "rubricgym.sandbox:audit_hook_python_tool"}
 
 
 def register_tool(name: str, target: str) -> None:

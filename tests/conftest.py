@@ -79,3 +79,16 @@ def llama_server():
     except subprocess.TimeoutExpired:
         process.kill()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def bwrap():
+    """The bubblewrap sandbox: CI installs it (.ci/run), elsewhere its absence is a stated skip."""
+    from rubricgym.sandbox import bwrap_problem
+
+    problem = bwrap_problem()
+    if problem and os.environ.get("CI"):
+        pytest.fail(f"the sandbox cannot run in CI: {problem}")
+    if problem:
+        raise pytest.skip.Exception(problem)  # only where bubblewrap is absent or cannot run
+    return True

@@ -185,3 +185,33 @@ def test_steps_before_reset_and_after_the_end():
         assert isinstance(env, ChatEnv)
         obs, reward, terminated, _, info = env.step("hello")  # before any reset
         assert terminated and reward == 0.0 and info["episode_ended"]
+
+
+def test_every_judge_fault_keeps_every_trajectory():
+    import numpy as np
+
+    from rubricgym.app.fuzz import FaultyJudge
+    from rubricgym.llm import LLM, LLMConfig
+
+    backend = FaultyJudge()
+    judge = LLM(backend, LLMConfig(cache_dir=None, timeout_s=0.05, max_retries=1, backoff_initial_s=0.001,
+                                   backoff_max_s=0.002))
+    envs = gym.make_vec("MathRuler-v0", num_envs=4, group_size=2, judge=judge, levels=(1,), max_fixes=1)
+    seen_failed = seen_scored = episodes = 0
+    for seed in range(12):
+        obs, info = envs.reset(seed=seed)
+        start = time.perf_counter()
+        obs, rewards, terminated, truncated, info = envs.step(["\\boxed{3}", "no idea", "\\boxed{7}", "\\boxed{5}"])
+        assert time.perf_counter() - start < SLOW_STEP_S * 2  # two groups, each at most a few fault rounds
+        assert terminated.all() and np.isfinite(rewards).all() and len(info["trajectory"]) == 4
+        episodes += 4
+        for i in range(4):
+            trajectory = info["trajectory"][i]
+            assert trajectory.reward == rewards[i] and trajectory.episode is not None  # nothing lost
+            if info["ruler_failed"][i]:
+                seen_failed += 1
+                assert rewards[i] == trajectory.episode.reward  # the documented fallback: the env's reward
+            else:
+                seen_scored += 1
+                assert 0.0 <= info["ruler_score"][i] <= 1.0
+    assert seen_failed and seen_scored and episodes == 48 and backend.calls >= 24

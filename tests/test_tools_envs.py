@@ -57,38 +57,7 @@ def test_function_call_openai_form_and_wrong_types(shared_data):
     assert reward == 0.0 and terminated and "got int" in info["error"]
 
 
-SANDBOX_CASES = {
-    "network": ("import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)", "socket"),
-    "fork_bomb": ("import os\nwhile True:\n    os.fork()", "os.fork is not allowed"),
-    "read_outside": ("print(open('/etc/passwd').read())", "reading '/etc/passwd' is outside"),
-    "write_outside": ("open('/tmp/rubricgym-evil.txt', 'w').write('x')", "writing '/tmp/rubricgym-evil.txt' is outside"),
-    "infinite_loop": ("while True:\n    pass", ("ran longer than", "more CPU time than allowed")),  # whichever limit hits first
-    "huge_output": ("print('x' * 5_000_000)", "only the first 8,000 are shown"),
-    "huge_file": ("open('big.bin', 'wb').write(b'0' * (20 * 2**20))", "File too large"),
-    "subprocess": ("import subprocess\nsubprocess.run(['ls'])", "subprocess.Popen is not allowed"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(SANDBOX_CASES))
-def test_sandbox_contains_hostile_code_and_env_stays_usable(name):
-    code, fragment = SANDBOX_CASES[name]
-    env = gym.make("Math-v0", tools=["python"], max_turns=3)
-    env.reset(options={"task_id": "gen-L4-test-1"})
-    start = time.perf_counter()
-    call = '<tool_call>' + json.dumps({"name": "python", "arguments": {"code": code}}) + '</tool_call>'
-    obs, reward, terminated, truncated, info = env.step(call)
-    assert time.perf_counter() - start < 10
-    assert not terminated and obs[-1]["role"] == "tool" and obs[-1]["content"].startswith("Error:")
-    fragments = fragment if isinstance(fragment, tuple) else (fragment,)
-    assert any(f in obs[-1]["content"] for f in fragments), obs[-1]["content"][-500:]
-    # the env is still usable: the next call works
-    obs, *_ = env.step('<tool_call>' + json.dumps({"name": "python", "arguments": {"code": "print(6 * 7)"}}) + '</tool_call>')
-    assert obs[-1]["content"].strip() == "42"
-    import os
-    assert not os.path.exists("/tmp/rubricgym-evil.txt")
-
-
-def test_sandbox_memory_limit_and_scratch_files():
+def test_sandbox_memory_limit_and_scratch_files(bwrap):
     out, code, problem = run_python("x = bytearray(2**31)", SandboxLimits(memory_bytes=256 * 2**20))
     assert problem and "MemoryError" in out
     out, code, problem = run_python("open('a.txt', 'w').write('hi')\nprint(open('a.txt').read())")

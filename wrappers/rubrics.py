@@ -43,11 +43,12 @@ class RubricatorTurn(gym.Wrapper):
     def step(self, action):
         if self._stage == "rubricator":
             pending = self._pending
-            text = action if isinstance(action, str) else (action.get("content") or "") if isinstance(action, dict) else ""
+            content = action.get("content") if isinstance(action, dict) else action
+            text = content if isinstance(content, str) else ""
             obs = pending["rubricator_obs"] + [{"role": "assistant", "content": text}]
             info = {**pending["info"], "role": "rubricator", "cot": pending["cot"], "rubric_text": text}
-            if not isinstance(action, (str, dict)):
-                info["error"] = f"a rubric must be a reply string, got {type(action).__name__}"
+            if not isinstance(content, str):
+                info["error"] = f"a rubric must be a reply string, got {type(content).__name__}"
             self._stage = "done"
             return obs, pending["reward"], pending["terminated"], pending["truncated"], info
         if self._stage == "done":

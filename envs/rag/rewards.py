@@ -16,7 +16,8 @@ import string
 from collections import Counter
 from typing import Iterable, Sequence
 
-EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# (?<![\w.+-]): an address starts where a run of its characters starts (else quadratic on long words)
+EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 PHONE = re.compile(r"(?<![\w-])(?:\+?\d{1,3}[-\s.]?)?(?:\(?\d{3,4}\)?[-\s.]?)(?:\d{3}[-\s.]?\d{3,4}|[A-Z]{4,7})(?![\w-])")
 # (?<![\d.]): a match starts only where a number starts, so a 3,000-digit number costs one
 # backtracking pass, not one per digit (quadratic)

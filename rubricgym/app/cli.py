@@ -217,7 +217,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("file", help="JSONL: one message list, or {id, messages, tools}, per line")
     p.add_argument("--judge", default="local", help="LiteLLM model string, or 'local' for the in-process default model")
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server (use --judge openai/<name>)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per judge call")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per judge call (default: the backend's, 60 s for servers and APIs, 300 s in-process)")
     p.add_argument("--no-cache", action="store_true")
     ruler = add_config_flags(p, RulerConfig)  # --rubric takes text or @file
     p.set_defaults(func=cmd_judge, config_flags={"ruler": ruler})

@@ -93,6 +93,10 @@ RUBRIC_SCHEMA = {
 constrain decoding to it; the policy as rubricator is not constrained, its format is rewarded)."""
 
 
+#: 20 items of 500 characters with their JSON: longer replies are not rubrics (format reward 0)
+MAX_RUBRIC_CHARS = 16_000
+
+
 def parse_rubric(text: str) -> tuple[Rubric | None, str | None]:
     """Parse a rubricator reply: ``(rubric, None)``, or ``(None, problem)`` (format reward 0).
 
@@ -104,6 +108,8 @@ def parse_rubric(text: str) -> tuple[Rubric | None, str | None]:
         >>> parse_rubric("no json")[1][:20]
         'no JSON object found'
     """
+    if len(text) > MAX_RUBRIC_CHARS:
+        return None, f"the rubric reply has {len(text):,} characters, over the limit of {MAX_RUBRIC_CHARS:,}"
     try:
         data = extract_json(text)
     except JSONExtractionError as err:

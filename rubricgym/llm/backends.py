@@ -14,6 +14,8 @@ from .client import Completion
 class LiteLLMBackend:
     """Any LiteLLM model string (``openai/gpt-4o-mini``, ``anthropic/...``, ``openai/<name>`` with ``api_base``)."""
 
+    default_timeout_s = 60.0
+
     def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None, **extra: Any):
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-table download at import
         self.model, self.api_base, self.api_key, self.extra = model, api_base, api_key, extra
@@ -56,6 +58,9 @@ class TransformersBackend:
     and vLLM servers do, so a small local judge emits parseable JSON with the right ids and
     counts; ``constrained=False`` turns that off (the schema is then only shown in the prompt).
     """
+
+    #: the in-process model writes about 20 tokens/s on 2 CPU cores: a long judge reply needs minutes
+    default_timeout_s = 300.0
 
     def __init__(self, model: str | None = None, device: str = "cpu", model_and_tokenizer: Any = None,
                  constrained: bool = True):

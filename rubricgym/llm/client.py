@@ -49,10 +49,13 @@ class ChatBackend(Protocol):
 class LLMConfig:
     """Knobs shared by every backend."""
 
-    timeout_s: float = 120.0
-    """Hard limit on one call (the call is abandoned and retried after it)."""
-    max_retries: int = 3
-    """Retries after the first attempt, for errors and timeouts."""
+    timeout_s: float | None = None
+    """Hard limit on one call (the call is abandoned and retried after it); None: the backend's
+    own default, 60 s for APIs and servers, 300 s for the in-process model on CPU. With the
+    default retries a dead judge costs a step at most 3 x 60 s (plus a few seconds of backoff)."""
+    max_retries: int = 2
+    """Retries after the first attempt, for errors that can heal (timeouts, connection errors,
+    5xx, 429); errors that cannot (bad credentials, bad request, unknown model) are not retried."""
     backoff_initial_s: float = 1.0
     """First backoff; doubles each retry, with full jitter."""
     backoff_max_s: float = 30.0
@@ -91,6 +94,18 @@ class Usage:
 
 class LLMCallError(RuntimeError):
     """A call that kept failing after every retry."""
+
+
+#: errors a retry cannot fix (LiteLLM's and OpenAI's names): bad credentials, bad request, unknown model
+PERMANENT_ERRORS = {"AuthenticationError", "PermissionDeniedError", "BadRequestError", "NotFoundError",
+                    "UnprocessableEntityError", "UnsupportedParamsError", "ContextWindowExceededError",
+                    "ContentPolicyViolationError", "InvalidRequestError"}
+
+
+def can_heal(err: BaseException) -> bool:
+    """Whether retrying ``err`` can help: timeouts, connection errors, 5xx and 429 can, a bad key
+    or a malformed request cannot (retrying those only wastes the step's time)."""
+    return not any(cls.__name__ in PERMANENT_ERRORS for cls in type(err).__mro__)
 
 
 class ReplyCache:
@@ -156,6 +171,7 @@ class LLM:
     def __init__(self, backend: ChatBackend, config: LLMConfig | None = None):
         self.backend = backend
         self.config = config or LLMConfig()
+        self.timeout_s = float(self.config.timeout_s or getattr(backend, "default_timeout_s", 60.0))
         self.usage = Usage()
         self.name = backend.name
         self._lock = threading.Lock()
@@ -215,12 +231,12 @@ class LLM:
             self._cache.delete(completion.key)
 
     async def _call_with_retries(self, messages, response_format, params) -> Completion:
-        from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.config.max_retries + 1),
             wait=wait_random_exponential(multiplier=self.config.backoff_initial_s, max=self.config.backoff_max_s),
-            retry=retry_if_exception_type(Exception),
+            retry=retry_if_exception(can_heal),
             reraise=True,
         )
         try:
@@ -230,13 +246,14 @@ class LLM:
                         # backends enforce timeout_s themselves (HTTP timeout, max_time); the outer
                         # limit is the safety net for one that does not, with a little grace
                         return await asyncio.wait_for(
-                            self.backend.complete(messages, response_format, self.config.timeout_s, **params),
-                            timeout=self.config.timeout_s + max(1.0, 0.25 * self.config.timeout_s),
+                            self.backend.complete(messages, response_format, self.timeout_s, **params),
+                            timeout=1.25 * self.timeout_s,
                         )
         except Exception as err:
             self.usage.failures += 1
             kind = "timed out" if isinstance(err, asyncio.TimeoutError) else f"{type(err).__name__}: {str(err)[:300]}"
-            raise LLMCallError(f"{self.name}: call failed after {self.config.max_retries + 1} attempts ({kind})") from err
+            tries = f"after {self.config.max_retries + 1} attempts" if can_heal(err) else "(not retried: it cannot heal)"
+            raise LLMCallError(f"{self.name}: call failed {tries} ({kind})") from err
         raise AssertionError("unreachable")
 
     async def complete_json(self, messages: list[dict[str, Any]], model: type[T], *,

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+MAX_REPAIR_CHARS = 100_000
 FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
@@ -49,7 +50,10 @@ def _extract(text: str) -> Any:
         start = min((i for i in (candidate.find("{"), candidate.find("[")) if i >= 0), default=-1)
         if start < 0:
             continue
-        repaired = repair_json(candidate[start:], return_objects=True)
+        try:  # json_repair is pure Python: a multi-megabyte reply is cut to what a judge would write
+            repaired = repair_json(candidate[start:start + MAX_REPAIR_CHARS], return_objects=True)
+        except ValueError:  # json_repair's own "nesting exceeds the parser recursion depth"
+            continue
         if isinstance(repaired, (dict, list)) and repaired:
             return repaired
     raise JSONExtractionError(f"no JSON object found in the reply: {text[:200]!r}")

@@ -1,0 +1,113 @@
+"""Fuzz every registered env id with a hostile agent and a hostile judge, and try to get out of
+the python tool's sandbox. Counts crashes (any exception out of reset / step), slow steps (over
+5 s), lost trajectories (a finished episode without its episode result, or a judged group that
+returned fewer trajectories than it was given), judge faults injected, and sandbox escapes.
+
+    python benchmarks/fuzz.py                 # 10,000+ actions over all ids, 56 escape attempts
+    python benchmarks/fuzz.py --actions 300   # a quick look
+
+Ends with ``RESULT actions=<n> crashes=0 slow_steps=0 lost_trajectories=0 judge_faults=<n>
+sandbox_escapes=0 of <k>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+import rubricgym  # noqa: E402
+from rubricgym.app.fuzz import ESCAPES, FaultyJudge, FuzzReport, fuzz_env, hostile_action, try_escapes  # noqa: E402
+from rubricgym.llm import LLM, LLMConfig  # noqa: E402
+from rubricgym.registration import scheme_of  # noqa: E402
+from rubricgym.sandbox import run_python  # noqa: E402
+
+
+def without_order_enforcing(env: gym.Env) -> gym.Env:
+    """Stepping before the first reset is part of the test; gym.make's OrderEnforcing would raise
+    Gymnasium's documented ResetNeeded there instead of reaching the env."""
+    return env.env if isinstance(env, gym.wrappers.OrderEnforcing) else env
+
+
+def faulty_judge(backend: FaultyJudge) -> LLM:
+    return LLM(backend, LLMConfig(cache_dir=None, timeout_s=0.05, max_retries=1, backoff_initial_s=0.001, backoff_max_s=0.002))
+
+
+def env_kwargs(env_id: str, backend: FaultyJudge) -> dict:
+    scheme = scheme_of(env_id)
+    kwargs: dict = {"ruler": {"judge": faulty_judge(backend), "max_fixes": 1},
+                    "rubric": {"verifier": faulty_judge(backend), "max_fixes": 1}}.get(scheme, {})
+    base = rubricgym.ENVS[env_id].base or env_id
+    if base == "FunctionCall-v0":
+        kwargs["dataset"] = "simple_python"
+    if base == "Math-v0":
+        kwargs["tools"] = ["calculator", "python"]  # the hostile agent's python calls run in the real sandbox
+    return kwargs
+
+
+def fuzz_groups(env_id: str, backend: FaultyJudge, rng: random.Random, steps: int, report: FuzzReport) -> None:
+    """Hostile actions through the group vector env (where group judges write back)."""
+    envs = gym.make_vec(env_id, num_envs=4, group_size=2, **env_kwargs(env_id, backend))
+    envs.reset(seed=rng.randrange(10**6))
+    for _ in range(steps):
+        report.actions += 4
+        start = time.perf_counter()
+        try:
+            _, rewards, terminated, truncated, info = envs.step([hostile_action(rng) for _ in range(4)])
+            done = np.asarray(info.get("group_done", np.zeros(4, bool))) & np.asarray(info.get("_group_done", np.zeros(4, bool)))
+            if done.any():
+                report.episodes += int(done.sum())
+                trajectories = [info["trajectory"][i] for i in np.flatnonzero(done)]
+                report.lost_trajectories += sum(t is None or t.episode is None for t in trajectories)
+                if not np.isfinite(rewards[done]).all():
+                    report.invalid_observations += 1
+                    report.invalid.append(f"{env_id} (group): rewards {rewards[done]}")
+        except Exception as err:  # what this harness counts
+            report.crashes.append(f"{env_id} (group): {type(err).__name__}: {str(err)[:200]}")
+            envs = gym.make_vec(env_id, num_envs=4, group_size=2, **env_kwargs(env_id, backend))
+            envs.reset(seed=rng.randrange(10**6))
+        if time.perf_counter() - start > 5.0 * 4:  # four members' steps
+            report.slow_steps.append(f"{env_id} (group)")
+    envs.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--actions", type=int, default=1100, help="single-env actions per registered id")
+    parser.add_argument("--group-steps", type=int, default=60, help="group-env steps per judged id")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    report = FuzzReport()
+    backend = FaultyJudge()
+    ids = sorted(rubricgym.ENVS)
+    started = time.perf_counter()
+    for env_id in tqdm(ids, desc="fuzzing ids"):
+        kwargs = env_kwargs(env_id, backend)
+        fuzz_env(lambda: without_order_enforcing(gym.make(env_id, disable_env_checker=True, **kwargs)), rng,
+                 args.actions, report=report, label=env_id)
+        if scheme_of(env_id) in ("ruler", "rubric"):
+            fuzz_groups(env_id, backend, rng, args.group_steps, report)
+    escaped = try_escapes(lambda code: run_python(code)[0])
+    minutes = (time.perf_counter() - started) / 60
+    print(f"ids: {len(ids)}; episodes finished: {report.episodes}; invalid observations or rewards: "
+          f"{report.invalid_observations}; judge calls {backend.calls} ({backend.faults} faulty); {minutes:.1f} min")
+    for line in (report.crashes + report.slow_steps + report.invalid + escaped)[:20]:
+        print("  ", line)
+    print(f"RESULT actions={report.actions} crashes={len(report.crashes)} slow_steps={len(report.slow_steps)} "
+          f"lost_trajectories={report.lost_trajectories} invalid_steps={report.invalid_observations} judge_faults={backend.faults} "
+          f"sandbox_escapes={len(escaped)} of {len(ESCAPES)}")
+    sys.exit(1 if report.crashes or report.slow_steps or report.lost_trajectories or report.invalid or escaped else 0)
+
+
+if __name__ == "__main__":
+    main()

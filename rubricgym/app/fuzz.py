@@ -1,0 +1,228 @@
+"""A hostile agent and a hostile judge, for the fuzz benchmark and the property tests.
+
+* :func:`hostile_action` draws one action a broken or malicious policy could send: deeply nested
+  and broken JSON in tool calls (as text and as assistant dicts), huge and repeated markup, lone
+  surrogates, huge and non-finite numbers in arguments, wrong types, unknown tools;
+* :data:`ESCAPES` are sandbox escape attempts (each with the text that would prove it worked);
+* :func:`fuzz_env` steps an env through hostile episodes and counts what went wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+TOOL_NAMES = ("calculator", "search", "python", "issue_refund", "get_order", "find_customer", "nope", "")
+NUMBERS = (0, -1, 2**63, 10**30, -(10**300), 1e-300, 1e308, float("nan"), float("inf"), -0.0, 3.5, True, None)
+
+
+def _deep(rng: random.Random) -> str:
+    depth = rng.choice((50, 500, 2000, 10_000))
+    opener, closer = rng.choice((("[", "]"), ('{"a":', "}")))
+    return opener * depth + ("1" if opener == "[" else "1") + closer * depth
+
+
+def _arguments(rng: random.Random) -> Any:
+    kind = rng.randrange(6)
+    if kind == 0:
+        return {rng.choice(("order_id", "amount", "expression", "query", "code", "email")): rng.choice(NUMBERS)}
+    if kind == 1:
+        return {"expression": rng.choice(("factorial(+1999)", "9**9**9", "1/0", "(" * 500 + "1" + ")" * 500, "x" * 5000))}
+    if kind == 2:
+        nested: dict = {}
+        inner = nested
+        for _ in range(rng.choice((10, 100, 900))):
+            inner["x"] = {}
+            inner = inner["x"]
+        return nested
+    if kind == 3:
+        return rng.choice(("not json", "", "[1, 2]", "null", _deep(rng)))
+    if kind == 4:
+        return {"order_id": 1, "amount": rng.choice(NUMBERS), "reason": "\ud800" * rng.randrange(3)}
+    return {"query": rng.choice(("", " ", "\x00", "a" * 10_000, "REF-01"))}
+
+
+def _call_text(rng: random.Random) -> str:
+    body = rng.choice((
+        lambda: json.dumps({"name": rng.choice(TOOL_NAMES), "arguments": _arguments(rng)}, allow_nan=True),
+        lambda: _deep(rng),
+        lambda: '{"name": "calculator", "arguments": {"expression": "1+1"',
+        lambda: "{'name': 'calculator'}",
+        lambda: json.dumps({"name": None, "arguments": []}),
+    ))()
+    return f"<tool_call>{body}</tool_call>" if rng.random() < 0.8 else f"<tool_call>{body}"
+
+
+def hostile_action(rng: random.Random, max_chars: int = 200_000) -> Any:
+    """One action from a hostile agent (text, message dict, or a wrong type)."""
+    kind = rng.randrange(10)
+    if kind == 0:
+        return _call_text(rng) * rng.choice((1, 2, 50))
+    if kind == 1:
+        return {"role": "assistant", "content": rng.choice((None, "", "x")),
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": rng.choice(TOOL_NAMES),
+                                                                                  "arguments": _arguments(rng)}}
+                               for i in range(rng.choice((1, 2, 30)))]}
+    if kind == 2:  # huge and repeated markup
+        unit = rng.choice(("\\boxed{", "<tool_call>", "</tool_call>", "{", "\\frac{", "$", "```", "[REF-01]", "9"))
+        return unit * (rng.randrange(1, max_chars // len(unit)) if rng.random() < 0.5 else rng.randrange(1, 2000))
+    if kind == 3:  # lone surrogates and control characters
+        return rng.choice(("\ud800", "\udfff \\boxed{1}", "\x00\x01", "\u202e", "🙂" * 100)) + " \\boxed{2}"
+    if kind == 4:  # huge and non-finite numbers as answers
+        return "\\boxed{" + rng.choice(("9" * 3000, "1e309", "nan", "inf", "-0", "1/0", "10^{10^{10}}")) + "}"
+    if kind == 5:  # wrong types
+        return rng.choice((None, 42, 3.14, b"bytes", ["list"], {"role": "user", "content": "hi"}, {"content": 5},
+                           {"role": "assistant", "tool_calls": "not a list"}, object()))
+    if kind == 6:
+        return "x" * rng.choice((max_chars, max_chars + 1, 2 * max_chars))
+    if kind == 7:
+        return rng.choice(("", " ", "\n" * 1000, "The answer is " + "1" * 5000 + ".5 days"))
+    if kind == 8:
+        return "So " + _deep(rng) + " \\boxed{" + str(rng.randrange(20)) + "}"
+    return str(rng.randrange(20)) + ", " + ", ".join(rng.choice(("amber", "birch", "x")) for _ in range(5))
+
+
+@dataclass
+class FuzzReport:
+    actions: int = 0
+    crashes: list[str] = field(default_factory=list)
+    slow_steps: list[str] = field(default_factory=list)
+    episodes: int = 0
+    lost_trajectories: int = 0
+    invalid_observations: int = 0
+    invalid: list[str] = field(default_factory=list)
+
+
+def fuzz_env(make_env: Callable[[], Any], rng: random.Random, actions: int, slow_s: float = 5.0,
+             report: FuzzReport | None = None, label: str = "") -> FuzzReport:
+    """Step one env with ``actions`` hostile actions (steps before reset and after the end
+    included); a crash is any exception, a slow step one over ``slow_s``."""
+    from rubricgym.spaces import ChatSpace
+
+    report = report or FuzzReport()
+    env = make_env()
+    space = ChatSpace()
+    base = env.unwrapped
+    ended = True
+    for _ in range(actions):
+        report.actions += 1
+        start = time.perf_counter()
+        try:
+            if ended and rng.random() < 0.8:
+                env.reset(seed=rng.randrange(10**6))
+                ended = False
+                continue
+            obs, reward, terminated, truncated, info = env.step(hostile_action(rng, getattr(base, "max_action_chars", 200_000)))
+            if not space.contains(obs) or not isinstance(reward, float) or not math.isfinite(reward):
+                report.invalid_observations += 1
+                report.invalid.append(f"{label}: reward {reward!r}, observation in space: {space.contains(obs)}")
+            if (terminated or truncated) and not ended:
+                report.episodes += 1
+                report.lost_trajectories += info.get("episode") is None and not info.get("episode_ended")
+            ended = ended or terminated or truncated
+        except Exception as err:  # what this harness exists to count
+            report.crashes.append(f"{label}: {type(err).__name__}: {str(err)[:200]}")
+            ended = True
+        elapsed = time.perf_counter() - start
+        if elapsed > slow_s:
+            report.slow_steps.append(f"{label}: {elapsed:.1f} s")
+    env.close()
+    return report
+
+
+class FaultyJudge:
+    """A judge backend that answers with one fault mode per call, in a fixed rotation."""
+
+    name = "faulty"
+    MODES = ("timeout", "5xx", "429", "garbage", "deep", "wrong_ids", "wrong_count", "nan", "out_of_range", "huge", "ok")
+
+    def __init__(self):
+        self.calls = 0
+        self.faults = 0
+
+    async def complete(self, messages, response_format, timeout_s, **params):
+        from rubricgym.llm import Completion
+
+        self.faults += self.MODES[self.calls % len(self.MODES)] != "ok"
+        mode = self.MODES[self.calls % len(self.MODES)]
+        self.calls += 1
+        prompt = messages[1]["content"] if len(messages) > 1 else ""
+        ids = re.findall(r'<trajectory id="(t\d+)">', prompt)
+        scores = [{"trajectory_id": i, "explanation": "x", "score": 0.5} for i in ids]
+        items = len(re.findall(r"^\d+\. ", prompt.split("Rubric items:")[-1], re.M))
+        if "satisfied" in messages[0]["content"]:  # a rubric verifier's request
+            scores = None
+        if mode == "timeout":
+            await asyncio.sleep(timeout_s * 20)
+        if mode == "5xx":
+            raise ConnectionError("502 Bad Gateway")
+        if mode == "429":
+            raise RuntimeError("429 Too Many Requests")
+        text = {"garbage": "I think they are all fine!", "deep": "[" * 5000 + "]" * 5000,
+                "wrong_ids": json.dumps({"scores": [{**s, "trajectory_id": "t99"} for s in scores]}),
+                "wrong_count": json.dumps({"scores": scores[:1]}),
+                "nan": json.dumps({"scores": scores}).replace("0.5", "NaN"),
+                "out_of_range": json.dumps({"scores": scores}).replace("0.5", "17"),
+                "huge": json.dumps({"scores": scores}) + " " + "x" * 2_000_000,
+                "ok": json.dumps({"scores": scores})}[mode]
+        if scores is None and mode == "ok":
+            text = json.dumps({"satisfied": ["yes"] * items})
+        return Completion(text=text, prompt_tokens=10, completion_tokens=10, model=self.name)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Sandbox escape attempts: (name, code, text whose presence in the output proves an escape).
+# The audit hook reads module globals: rebinding them switches it off, so every attempt runs twice,
+# plain and after that.
+
+DISARM = "_denied = (); _cwd = '/'; _ro = ('/',)\n"
+
+_PROJECT_README = str(Path(__file__).resolve().parents[2] / "README.md")
+_SECRETS = {"/etc/shadow": "root:", "/etc/passwd": "root:x:0", "/root/.bashrc": "PS1", "/proc/1/environ": "HOME=/root",
+            _PROJECT_README: "rubricgym"}
+ESCAPES: list[tuple[str, str, str]] = []
+for _path, _marker in _SECRETS.items():
+    if _marker:
+        ESCAPES.append((f"read {_path}", f"print(open({_path!r}).read())", _marker))
+        ESCAPES.append((f"shell cat {_path}", f"import subprocess\nprint(subprocess.run(['/bin/sh', '-c', 'cat {_path}'], "
+                        f"capture_output=True, text=True).stdout)", _marker))
+ESCAPES += [
+    ("list /", "import os\nprint(sorted(os.listdir('/')))", "'etc'"),
+    ("list /root", "import os\nprint(os.listdir('/root'))", ".cache"),
+    ("list /tmp", "import os\nprint(os.listdir('/tmp'))", "rubricgym"),
+    ("builtins.any", "import builtins\nbuiltins.any = lambda *a: True\nprint(open('/etc/passwd').read())", "root:x:0"),
+    ("realpath patch", "import os.path\nos.path.realpath = lambda p: '/work/x'\nprint(open('/etc/passwd').read())", "root:x:0"),
+    ("posixsubprocess", "import _posixsubprocess, os\nprint('HOST' if os.path.exists('/etc/shadow') else 'no')", "HOST"),
+    ("network tcp", "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint('CONNECTED')", "CONNECTED"),
+    ("network udp", "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(b'x', ('8.8.8.8', 53))"
+                    "\nprint('SENT')", "SENT"),
+    ("host loopback", "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=2)\nprint('CONNECTED')",
+     "CONNECTED"),
+    ("environment", "import os\nprint(dict(os.environ))", "'HOME': '/root'"),
+    ("write /tmp", "open('/tmp/rubricgym-escape', 'w').write('x')\nprint('WROTE')", "WROTE"),
+    ("write the project", f"open({str(Path(_PROJECT_README).with_name('escape.txt'))!r}, 'w').write('x')\nprint('WROTE')",
+     "WROTE"),
+    ("sqlite outside", "import sqlite3\nsqlite3.connect('/tmp/escape.db').execute('create table t(x)')\nprint('WROTE')",
+     "WROTE"),
+    ("mkfifo outside", "import os\nos.mkfifo('/tmp/escape-fifo')\nprint('WROTE')", "WROTE"),
+    ("host pids", "import os\nprint(max(int(p) for p in os.listdir('/proc') if p.isdigit()) > 100 and 'MANY')", "MANY"),
+    ("ctypes", "import ctypes\nlibc = ctypes.CDLL(None)\nprint('UID', libc.getuid())", "UID 0"),
+    ("setuid", "import os\nos.setuid(0)\nprint('ROOT', os.getuid())", "ROOT 0"),
+    ("mount", "import ctypes\nprint('MOUNTED' if ctypes.CDLL(None).mount(b'none', b'/mnt', b'tmpfs', 0, None) == 0 "
+              "else 'no')", "MOUNTED"),
+]
+ESCAPES = [(name, code, marker) for name, code, marker in ESCAPES] + [
+    (f"{name} (hook disarmed)", DISARM + code, marker) for name, code, marker in ESCAPES]
+
+
+def try_escapes(run: Callable[[str], str], attempts: list[tuple[str, str, str]] | None = None) -> list[str]:
+    """The names of the escape attempts whose marker showed up in the output (should be none)."""
+    return [name for name, code, marker in (ESCAPES if attempts is None else attempts) if marker in run(code)]
