@@ -46,7 +46,6 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def llama_server():
     """A real OpenAI-compatible server on loopback: llama-cpp-python serving the default GGUF."""
-    import importlib.util
     import subprocess
     import sys
     import time

@@ -4,7 +4,6 @@ import json
 import math
 
 import gymnasium as gym
-import numpy as np
 import pytest
 from conftest import require  # noqa: E402
 import torch

@@ -1,7 +1,5 @@
 import gymnasium as gym
-import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 import rubricgym  # noqa: F401
 from rubricgym.records import Trajectory

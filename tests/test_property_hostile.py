@@ -26,13 +26,28 @@ CONFIGS = {
     "WordSort-v0": ("WordSort-v0", {}),
     "FunctionCall-v0": ("FunctionCall-v0", {"dataset": "simple_python"}),
 }
+#: the judged ids, with a judge that answers with every fault mode but a timeout (those cost real
+#: seconds; the fuzz benchmark and tests/test_hostile_inputs.py cover them)
+VARIANTS = ["MathFunction-v0", "MathRubric-v0", "MathRuler-v0", "RagSupportRuler-v0", "ToolUseRuler-v0",
+            "WordSortRubric-v0", "WordSortRuler-v0"]
 ENVS: dict = {}
 
 
 def env_for(name):
     if name not in ENVS:
-        env_id, kwargs = CONFIGS[name]
-        ENVS[name] = gym.make(env_id, disable_env_checker=True, **kwargs).unwrapped
+        if name in VARIANTS:
+            from rubricgym.app.fuzz import FaultyJudge
+            from rubricgym.llm import LLM, LLMConfig
+
+            judge = LLM(FaultyJudge(FaultyJudge.MODES[1:]), LLMConfig(cache_dir=None, max_retries=1, backoff_initial_s=0.001,
+                                                                     backoff_max_s=0.002))
+            kwargs = {"MathRubric-v0": {"verifier": judge}, "WordSortRubric-v0": {"verifier": judge},
+                      "MathFunction-v0": {}}.get(name, {"judge": judge})
+            env = gym.make(name, disable_env_checker=True, **kwargs)
+            ENVS[name] = env.env  # without OrderEnforcing: a step before the first reset is part of the test
+        else:
+            env_id, kwargs = CONFIGS[name]
+            ENVS[name] = gym.make(env_id, disable_env_checker=True, **kwargs).unwrapped
     return ENVS[name]
 
 json_values = st.recursive(
@@ -64,19 +79,29 @@ harness = st.integers(0, 2**32).map(lambda seed: hostile_action(random.Random(se
 actions = st.one_of(st.text(), nested_braces, huge_strings, malformed_calls, wrong_types, harness)
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
+def stage_of(env) -> str:
+    """The RLCER rubricator-turn wrapper's stage, if ``env`` has one."""
+    while env is not None:
+        if hasattr(env, "_stage") and "_stage" in vars(env):
+            return vars(env)["_stage"]
+        env = getattr(env, "env", None)
+    return ""
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS) + VARIANTS)
 def test_step_survives_anything(name, shared_data, request):
     if "python" in name:
         request.getfixturevalue("bwrap")  # the sandbox must be able to run (CI installs bubblewrap)
     env = env_for(name)
+    base = env.unwrapped
 
     @settings(max_examples=1000, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(action=actions, seed=st.integers(0, 10_000), reset=st.booleans())
     def survives(action, seed, reset):
-        if reset or env.task is None:
+        if reset or base.task is None:
             env.reset(seed=seed)
-        ended = env._ended
+        ended = base._ended and stage_of(env) != "rubricator"  # the rubricator's turn comes after the env's end
         start = time.perf_counter()
         obs, reward, terminated, truncated, info = env.step(action)
         elapsed = time.perf_counter() - start
@@ -90,6 +115,7 @@ def test_step_survives_anything(name, shared_data, request):
             assert info["episode"].task_id == info["task_id"]
         if not ended and not isinstance(action, (str, dict)):
             assert f"got {type(action).__name__}" in info["error"]
-            assert obs[-1]["content"].startswith("Error:")
+            if "next_role" not in info and info.get("role") != "rubricator":  # RLCER's turns show their own prompts
+                assert obs[-1]["content"].startswith("Error:")
 
     survives()

@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import rubricgym  # noqa: F401
-from rubricgym.llm import LLMCallError, extract_json
+from rubricgym.llm import extract_json
 from rubricgym.records import Group, Trajectory
 from rubricgym.judges import combine_reward, rescore_group
 from rubricgym.judges.ruler import RulerConfig, RulerScorer, ruler_score_sync

@@ -8,7 +8,6 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import rubricgym  # noqa: F401
-from rubricgym.envs.tools import ToolUseEnv
 
 from judges import reply_scores, scripted_judge
 

@@ -1,7 +1,6 @@
 """FunctionCall-v0 (BFCL AST scoring) and the sandboxed Python tool."""
 
 import json
-import time
 
 import gymnasium as gym
 import pytest

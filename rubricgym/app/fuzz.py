@@ -143,15 +143,16 @@ class FaultyJudge:
     name = "faulty"
     MODES = ("timeout", "5xx", "429", "garbage", "deep", "wrong_ids", "wrong_count", "nan", "out_of_range", "huge", "ok")
 
-    def __init__(self):
+    def __init__(self, modes: tuple[str, ...] = MODES):
+        self.modes = modes
         self.calls = 0
         self.faults = 0
 
     async def complete(self, messages, response_format, timeout_s, **params):
         from rubricgym.llm import Completion
 
-        self.faults += self.MODES[self.calls % len(self.MODES)] != "ok"
-        mode = self.MODES[self.calls % len(self.MODES)]
+        mode = self.modes[self.calls % len(self.modes)]
+        self.faults += mode != "ok"
         self.calls += 1
         prompt = messages[1]["content"] if len(messages) > 1 else ""
         ids = re.findall(r'<trajectory id="(t\d+)">', prompt)
