@@ -3,7 +3,7 @@ the python tool's sandbox. Counts crashes (any exception out of reset / step), s
 5 s), lost trajectories (a finished episode without its episode result, or a judged group that
 returned fewer trajectories than it was given), judge faults injected, and sandbox escapes.
 
-    python benchmarks/fuzz.py                 # 10,000+ actions over all ids, 56 escape attempts
+    python benchmarks/fuzz.py                 # 10,000+ actions over all ids, 60 escape attempts
     python benchmarks/fuzz.py --actions 300   # a quick look
 
 Ends with ``RESULT actions=<n> crashes=0 slow_steps=0 lost_trajectories=0 judge_faults=<n>

@@ -201,6 +201,11 @@ ESCAPES += [
     ("list /tmp", "import os\nprint(os.listdir('/tmp'))", "rubricgym"),
     ("builtins.any", "import builtins\nbuiltins.any = lambda *a: True\nprint(open('/etc/passwd').read())", "root:x:0"),
     ("realpath patch", "import os.path\nos.path.realpath = lambda p: '/work/x'\nprint(open('/etc/passwd').read())", "root:x:0"),
+    ("hook code rewritten via gc", "import gc\nfor o in gc.get_objects():\n    if getattr(o, '__name__', '') == '_hook' and "
+                                   "hasattr(o, '__code__'):\n        o.__code__ = (lambda event, args: None).__code__\n"
+                                   "print(open('/etc/passwd').read())", "root:x:0"),
+    ("dir_fd open", "import os\nfd = os.open('passwd', os.O_RDONLY, dir_fd=os.open('/etc', os.O_RDONLY))\n"
+                    "print(os.read(fd, 4096).decode())", "root:x:0"),
     ("posixsubprocess", "import _posixsubprocess, os\nprint('HOST' if os.path.exists('/etc/shadow') else 'no')", "HOST"),
     ("network tcp", "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint('CONNECTED')", "CONNECTED"),
     ("network udp", "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(b'x', ('8.8.8.8', 53))"
