@@ -1,5 +1,7 @@
 """Training logs: one JSON row per event in ``metrics.jsonl``, TensorBoard scalars when it is
-installed, and the reward-curve PNG."""
+installed, the reward-curve PNG, and ``groups.jsonl``: what happened in sampled groups (the
+trajectories, per-turn rewards, reward components, what the judge said), which
+``rubricgym view`` turns into a report."""
 
 from __future__ import annotations
 
@@ -71,3 +73,60 @@ class MetricsLog:
         fig.savefig(path, dpi=120)
         plt.close(fig)
         return path
+
+
+#: the row format of ``groups.jsonl`` (and of ``rubricgym judge --output``); bump on changes
+GROUP_SCHEMA_VERSION = 1
+MAX_MESSAGE_CHARS = 4_000
+"""Longer message contents are cut in the log (a report stays readable and bounded)."""
+
+
+def _cut(text: Any) -> Any:
+    if isinstance(text, str) and len(text) > MAX_MESSAGE_CHARS:
+        return text[:MAX_MESSAGE_CHARS] + f" [... {len(text) - MAX_MESSAGE_CHARS:,} more characters]"
+    return text
+
+
+def group_row(group: Any, step: int | None, source: str, labels: list[str] | None = None) -> dict[str, Any]:
+    """One ``groups.jsonl`` row from a :class:`~rubricgym.records.Group` (JSON data only)."""
+    from rubricgym.records import to_jsonable
+
+    trajectories = []
+    for index, trajectory in enumerate(group.trajectories):
+        judged = dict(trajectory.metadata.get("judged") or {})
+        group_info = judged.pop("group", {})
+        trajectories.append({
+            "id": labels[index] if labels else trajectory.id,
+            "messages": [{**m, "content": _cut(m.get("content"))} for m in trajectory.messages],
+            "reward": trajectory.reward,
+            "reward_components": trajectory.reward_components,
+            "turns": [{"role": t.info.get("role", "agent"), "reward": t.reward, "error": t.info.get("error")}
+                      for t in trajectory.transitions],
+            "correct": None if trajectory.episode is None else trajectory.episode.correct,
+            "judged": judged,
+        })
+    first = group.trajectories[0].metadata.get("judged") if group.trajectories else None
+    return to_jsonable({"schema": GROUP_SCHEMA_VERSION, "kind": "group", "source": source, "step": step,
+                        "task_id": group.task_id, "scorer": (first or {}).get("scorer"),
+                        "group_info": (first or {}).get("group", {}), "trajectories": trajectories})
+
+
+class GroupLog:
+    """Appends sampled groups to ``<out>/groups.jsonl`` (``per_step`` groups a step; -1: all)."""
+
+    def __init__(self, out: Path, per_step: int = 2):
+        self.path, self.per_step = out / "groups.jsonl", per_step
+
+    def log(self, groups: list[Any], step: int, source: str = "train") -> None:
+        chosen = groups if self.per_step < 0 else groups[: self.per_step]
+        if not chosen:
+            return
+        with open(self.path, "a") as handle:
+            for group in chosen:
+                handle.write(json.dumps(group_row(group, step, source)) + "\n")
+
+    def restore(self, step: int) -> None:
+        """Drop rows of steps after ``step`` (a resumed run logs them again)."""
+        if self.path.is_file():
+            rows = [line for line in self.path.read_text().splitlines() if line.strip() and (json.loads(line).get("step") or 0) < step]
+            self.path.write_text("".join(row + "\n" for row in rows))

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from rubricgym.records import Group
+
 from .policy import Policy, Sample
 
 
@@ -34,6 +36,8 @@ class RolloutBatch:
     episode_correct: list[bool] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     """Per-group extras (rubric stats, judge flags) for the logs."""
+    groups: list[Group] = field(default_factory=list)
+    """The finished groups' records (trajectories with their rewards and what the judge said)."""
     steps: int = 0
 
 
@@ -87,6 +91,8 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
                 if key in info and info.get("_" + key, np.ones(n, dtype=bool))[members[0]]:
                     extras[key] = info[key][members[0]]
             batch.infos.append(extras)
+            batch.groups.append(Group(task_id=info["trajectory"][members[0]].task_id,
+                                      trajectories=[info["trajectory"][i] for i in members], metadata={"group": g}))
             for i in members:
                 trajectory = info["trajectory"][i]
                 returns = _member_role_returns(trajectory)

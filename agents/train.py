@@ -20,7 +20,7 @@ from rubricgym.registration import base_env_id
 from .checkpoints import latest_checkpoint, load_adapter, load_trainer_state, save_checkpoint, set_seed
 from .evaluation import evaluate, held_out_kwargs, make_envs
 from .grpo import GRPO, GRPOConfig
-from .logs import MetricsLog
+from .logs import GroupLog, MetricsLog
 from .policy import Policy, PolicyConfig
 from .ppo import PPO, PPOConfig
 from .rollout import collect_rollouts
@@ -54,6 +54,8 @@ class TrainConfig:
     """Evaluate every k steps (0: only before and after)."""
     eval_tasks: int = 100
     """Held-out tasks per evaluation (greedy decoding)."""
+    record_groups: int = 2
+    """Groups of each step written to ``groups.jsonl`` for ``rubricgym view`` (-1: all, 0: none)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -75,6 +77,7 @@ class Trainer:
         self.out = Path(config.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.logs = MetricsLog(self.out)
+        self.group_log = GroupLog(self.out, config.record_groups)
 
     @property
     def history(self) -> list[dict[str, float]]:
@@ -87,6 +90,7 @@ class Trainer:
         batch = collect_rollouts(self.envs, self.policy, seed=self.config.seed * 100_003 + self.step)
         rollout_s = time.perf_counter() - start
         stats = self.algo.update(batch)
+        self.group_log.log(batch.groups, self.step)
         completion_tokens = sum(len(t.sample.completion_ids) for t in batch.turns)
         stats.update(step=self.step, reward=float(np.mean(batch.episode_rewards)),
                      train_accuracy=float(np.mean(batch.episode_correct)), completion_tokens=float(completion_tokens),
@@ -118,6 +122,7 @@ class Trainer:
         self.algo.load_state_dict(state["algo"])
         self.step = state["step"]
         self.logs.restore(state["history"])
+        self.group_log.restore(self.step)
 
     latest_checkpoint = staticmethod(latest_checkpoint)
 

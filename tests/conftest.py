@@ -91,3 +91,16 @@ def bwrap():
     if problem:
         raise pytest.skip.Exception(problem)  # only where bubblewrap is absent or cannot run
     return True
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium for the report test: CI installs it (.ci/run); elsewhere its absence is a stated skip."""
+    import shutil
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None and os.environ.get("CI"):
+        pytest.fail("chromium is not installed: CI must install it (apt-get install chromium)")
+    if found is None:
+        raise pytest.skip.Exception("chromium is not installed (apt-get install chromium)")  # only where it is absent
+    return found

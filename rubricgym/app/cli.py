@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rubricgym.app.flags import add_config_flags, config_from_args
 
@@ -59,7 +60,6 @@ def _read_trajectories(path: str) -> tuple[list[str], list[list[dict]], list | N
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from rubricgym.llm import LLMConfig, make_llm
     from rubricgym.judges.ruler import RulerConfig, print_ruler_result, ruler_score_sync
@@ -73,6 +73,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
     result = ruler_score_sync(trajectories, judge, config, tools)
     if args.debug:
         print_ruler_result(result, title=f"RULER ({judge.name})", labels=labels)
+    if args.output:
+        write_judged(args.output, labels, trajectories, tools, result, judge.name)
     if result.failed:
         print(f"judge failed: {result.error}")
         return 1
@@ -83,6 +85,30 @@ def cmd_judge(args: argparse.Namespace) -> int:
     print(f"judge={judge.name} calls={judge.usage.calls} cache_hits={judge.usage.cache_hits} "
           f"prompt_tokens={judge.usage.prompt_tokens} completion_tokens={judge.usage.completion_tokens} "
           f"cost_usd={judge.usage.cost_usd:.4f} clamped={result.clamped}")
+    return 0
+
+
+def write_judged(path: str, labels: list[str], trajectories: list[list[dict]], tools: list | None, result, judge_name: str) -> None:
+    """``rubricgym judge --output``: the judged group as one ``groups.jsonl`` row (``rubricgym view`` reads it)."""
+    import json
+
+    from rubricgym.agents.logs import group_row
+    from rubricgym.records import Group, Trajectory
+
+    members = [Trajectory(messages=messages, metadata={"judged": {
+        "ruler_score": float("nan") if score is None else score, "ruler_explanation": why, "ruler_failed": result.failed,
+        "scorer": "ruler", "group": {"ruler_error": result.error, "judge": judge_name, "tools": tools}}})
+        for messages, score, why in zip(trajectories, result.scores, result.explanations)]
+    row = group_row(Group(task_id=Path(path).stem, trajectories=members), None, f"rubricgym judge ({judge_name})", labels)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from rubricgym.app.view import render
+
+    path = render(args.source, args.output)
+    print(f"wrote {path} (open it in a browser; it needs no server or network)")
     return 0
 
 
@@ -219,8 +245,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server (use --judge openai/<name>)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per judge call (default: the backend's, 60 s for servers and APIs, 300 s in-process)")
     p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--output", default=None, help="append the judged group to this JSONL file (for rubricgym view)")
     ruler = add_config_flags(p, RulerConfig)  # --rubric takes text or @file
     p.set_defaults(func=cmd_judge, config_flags={"ruler": ruler})
+
+    p = sub.add_parser("view", help="write a self-contained HTML report of a run folder or a judged JSONL file")
+    p.add_argument("source", help="a `rubricgym train` output folder, or the JSONL of `rubricgym judge --output`")
+    p.add_argument("-o", "--output", default=None, help="where to write the HTML (default: report.html in the run folder)")
+    p.set_defaults(func=cmd_view)
 
     p = sub.add_parser("train", help="train the LLM policy by GRPO or PPO through the env loop", formatter_class=formatter)
     _add_env_flags(p)

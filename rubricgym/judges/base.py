@@ -132,7 +132,7 @@ async def rescore_group(group: Group, scorer: GroupScorer) -> GroupScore:
     result = await scorer.score_group(str(group.task_id), members)
     for trajectory, score in zip(group.trajectories, result.members):
         apply_member_score(trajectory, score)
-        trajectory.metadata.update({k: v for k, v in score.info.items() if isinstance(v, (str, int, float, bool))})
+        trajectory.metadata["judged"] = {**score.info, "group": result.info, "scorer": scorer.name}
     group.metadata.update({f"{scorer.name}_failed": result.failed, **result.info})
     return result
 

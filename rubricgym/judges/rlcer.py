@@ -435,5 +435,10 @@ class RubricScorer:
                 role_rewards["rubricator"] = components["rubricator"] = float(by_author[rank])
             scored.append(MemberScore(reward=sum(role_rewards.values()), components=components, role_rewards=role_rewards,
                                       info={"rubric_stats": dict(result.stats)}))
-        return GroupScore(scored, failed=False, info={"rubric_stats": dict(result.stats)},
+        rubrics = [{"author": r.author, "format_ok": r.format_ok, "items": [
+            {"description": item.description, "score": item.score, "valid": bool(valid[k]),
+             "corr": None if not np.isfinite(corr[k]) else float(corr[k]),
+             "satisfied": [int(v) for v in r.satisfaction[k]] if r.satisfaction is not None else []}
+            for k, item in enumerate(r.items)]} for r, valid, corr in zip(rubric_sets, result.valid, result.correlations)]
+        return GroupScore(scored, failed=False, info={"rubric_stats": dict(result.stats), "rubrics": rubrics},
                           usage={"verifier_failures": float(failures)})

@@ -1,0 +1,101 @@
+"""``rubricgym view``: one self-contained HTML report of a run (or of ``rubricgym judge --output``).
+
+Reads ``metrics.jsonl`` and ``groups.jsonl`` of a run folder (or one JSONL file of group rows),
+plots the curves with matplotlib (PNG inlined as base64) and renders the Jinja2 template
+``templates/report.html``: no server, no CDN, it opens offline. Groups are browsed per step,
+their trajectories side by side with reward components, the judge's scores and reasons, and
+rubric items coloured by validity; failed judgements are marked and can be filtered.
+
+    rubricgym view runs/latest            # writes runs/latest/report.html
+    rubricgym view judged.jsonl -o judged.html
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+CURVES = (("reward", "training reward"), ("train_accuracy", "training success"), ("eval_accuracy", "held-out accuracy"),
+          ("approx_kl", "approx. KL"), ("entropy", "entropy"), ("clip_fraction", "clip fraction"))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise SystemExit(f"{path}:{number}: not valid JSON ({err.msg})") from None
+    return rows
+
+
+def load(source: str | Path) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(title, metric rows, group rows)`` of a run folder or a JSONL file of group rows."""
+    source = Path(source)
+    if source.is_dir():
+        metrics = read_jsonl(source / "metrics.jsonl") if (source / "metrics.jsonl").is_file() else []
+        groups = read_jsonl(source / "groups.jsonl") if (source / "groups.jsonl").is_file() else []
+        if not metrics and not groups:
+            raise SystemExit(f"{source}: no metrics.jsonl or groups.jsonl (is it a `rubricgym train` output folder?)")
+        return f"run {source.resolve().name}", metrics, groups
+    if not source.is_file():
+        raise SystemExit(f"{source}: no such file or folder")
+    rows = read_jsonl(source)
+    groups = [r for r in rows if r.get("kind") == "group"]
+    if not groups:
+        raise SystemExit(f"{source}: no group rows (expected the output of `rubricgym judge --output` or groups.jsonl)")
+    return source.name, [], groups
+
+
+def curves_png(metrics: list[dict[str, Any]]) -> str | None:
+    """The run's curves as one PNG, base64-encoded (None without metrics)."""
+    present = [(key, label) for key, label in CURVES if any(key in row for row in metrics)]
+    if not present:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(present), figsize=(3.2 * len(present), 2.6), squeeze=False)
+    for ax, (key, label) in zip(axes[0], present):
+        points = [(row["step"], row[key]) for row in metrics if key in row and row[key] is not None]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _failed(group: dict[str, Any]) -> bool:
+    return any(t.get("judged", {}).get("ruler_failed") for t in group["trajectories"]) or bool(
+        (group.get("group_info") or {}).get("rubric_stats", {}).get("verifier_failures"))
+
+
+def render(source: str | Path, output: str | Path | None = None) -> Path:
+    """Write the report of ``source`` and return its path."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    title, metrics, groups = load(source)
+    for index, group in enumerate(groups):
+        group["index"] = index
+        group["failed"] = _failed(group)
+    steps: dict[Any, list[dict[str, Any]]] = {}
+    for group in groups:
+        steps.setdefault(group.get("step"), []).append(group)
+    env = Environment(loader=PackageLoader("rubricgym.app", "templates"), autoescape=select_autoescape(["html"]))
+    html = env.get_template("report.html").render(
+        title=title, curves=curves_png(metrics), steps=sorted(steps.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)),
+        groups=groups, failed=sum(g["failed"] for g in groups), metrics_rows=len(metrics))
+    path = Path(output) if output else (Path(source) / "report.html" if Path(source).is_dir() else Path(source).with_suffix(".html"))
+    path.write_text(html, encoding="utf-8")
+    return path
