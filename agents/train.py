@@ -56,6 +56,8 @@ class TrainConfig:
     """Held-out tasks per evaluation (greedy decoding)."""
     record_groups: int = 2
     """Groups of each step written to ``groups.jsonl`` for ``rubricgym view`` (-1: all, 0: none)."""
+    show_completions: int = 1
+    """Completions printed under the progress bar each step, with their reward (as TRL logs them)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -91,6 +93,7 @@ class Trainer:
         rollout_s = time.perf_counter() - start
         stats = self.algo.update(batch)
         self.group_log.log(batch.groups, self.step)
+        self.last_batch = batch
         completion_tokens = sum(len(t.sample.completion_ids) for t in batch.turns)
         stats.update(step=self.step, reward=float(np.mean(batch.episode_rewards)),
                      train_accuracy=float(np.mean(batch.episode_correct)), completion_tokens=float(completion_tokens),
@@ -149,7 +152,10 @@ class Trainer:
             self.log(stats)
             bar.update(1)
             bar.set_postfix(reward=f"{stats['reward']:.2f}", acc=f"{stats['train_accuracy']:.2f}",
-                            tokens=f"{stats['mean_completion_tokens']:.0f}")
+                            tokens=f"{stats['mean_completion_tokens']:.0f}", judge_failed=int(stats["judge_failed_groups"]))
+            for turn in self.last_batch.turns[: cfg.show_completions] if progress else []:
+                text = " ".join(turn.sample.text.split())
+                bar.write(f"  step {self.step - 1} {turn.role} (return {turn.reward:+.2f}): {text[:160]}")
             if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                 self.log({"step": self.step, **self.evaluate(progress)})
             if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0 and self.step < cfg.steps:

@@ -246,3 +246,19 @@ def test_function_reward_wrapper_and_math_function_env():
     _, info = envs.reset(seed=0)
     _, rewards, terminated, _, info = envs.step([f"\\boxed{{{info['answer'][0]}}}"] * 2)
     assert list(rewards) == pytest.approx([1.2, 1.2]) and terminated.all()
+
+
+def test_a_failing_judge_warns_once_per_cause_and_says_why_in_info():
+    import warnings as warnings_module
+
+    judge, _ = scripted_judge(lambda m, i: ConnectionError("connection refused"), max_retries=0)
+    env = gym.make("MathRuler-v0", judge=judge, levels=(1,))
+    with pytest.warns(UserWarning, match="RULER judge failed, the env reward is kept"):
+        env.reset(seed=0)
+        *_, info = env.step("\\boxed{1}")
+    assert info["ruler_failed"] and "ConnectionError" in info["ruler_error"]
+    with warnings_module.catch_warnings():
+        warnings_module.simplefilter("error")  # the same cause again: no second warning
+        env.reset(seed=1)
+        *_, info = env.step("\\boxed{2}")
+    assert info["ruler_failed"] and "ruler" not in info["reward_components"]

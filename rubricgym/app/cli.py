@@ -29,10 +29,21 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policies(text: str) -> str:
+    from rubricgym.app.baseline import POLICIES
+
+    unknown = [name for name in text.split(",") if name not in POLICIES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
+    return text
+
+
 def _read_trajectories(path: str) -> tuple[list[str], list[list[dict]], list | None]:
     """JSONL rows: a message list, or {"id": ..., "messages": [...], "tools": [...]}."""
     import json
 
+    if not Path(path).is_file():
+        raise SystemExit(f"{path}: no such file (expected JSONL: one message list, or {{id, messages, tools}}, per line)")
     labels, trajectories, tools = [], [], None
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -231,7 +242,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_envs)
 
     p = sub.add_parser("baseline", help="run scripted baseline policies on Math-v0 (built-in data) and print accuracy")
-    p.add_argument("--policy", default="calculator,last_number", help="comma-separated: calculator, last_number")
+    p.add_argument("--policy", default="calculator,last_number", help="comma-separated: calculator, last_number",
+                   type=_policies)
     p.add_argument("--episodes", type=int, default=120)
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--levels", default="1,2,3,4,5,6")

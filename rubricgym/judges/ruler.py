@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -296,11 +297,17 @@ class RulerScorer:
         self.config = config or RulerConfig()
         self.combine = combine
         self.last_result: RulerResult | None = None
+        self.failure_causes: set[str] = set()
 
     async def score_group(self, task_id: str, members: Sequence[Member]) -> GroupScore:
         tools = next((m.episode.tools for m in members if m.episode.tools), None)
         result = await ruler_score([m.messages for m in members], self.judge, self.config, tools)
         self.last_result = result
+        if result.failed:
+            cause = (result.error or "").split("(")[-1][:80]
+            if cause not in self.failure_causes:  # once per cause: a dead judge must not be silent, nor flood
+                self.failure_causes.add(cause)
+                warnings.warn(f"RULER judge failed, the env reward is kept: {result.error}", stacklevel=2)
         scored = []
         for member, score, why in zip(members, result.scores, result.explanations):
             env_reward = member.env_reward
@@ -308,7 +315,7 @@ class RulerScorer:
             scored.append(MemberScore(
                 reward=combine_reward(env_reward, {"ruler": score}, self.combine), components=components,
                 info={"ruler_score": float("nan") if score is None else float(score), "ruler_explanation": why,
-                      "ruler_failed": bool(result.failed)}))
+                      "ruler_failed": bool(result.failed), **({"ruler_error": result.error} if result.failed else {})}))
         info = {"ruler_error": result.error} if result.error else {}
         return GroupScore(scored, failed=result.failed, info=info, usage={
             "judge_calls": result.judge_calls, "prompt_tokens": result.prompt_tokens,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import warnings
 from typing import Any
 
 from .client import Completion
@@ -49,6 +50,16 @@ class LiteLLMBackend:
         )
 
 
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    """A warning shown once per process (a judged env builds many clients)."""
+    if message not in _said:
+        _said.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
 class TransformersBackend:
     """An in-process causal LM (default: the project's SmolLM2-135M-Instruct, offline).
 
@@ -64,6 +75,10 @@ class TransformersBackend:
 
     def __init__(self, model: str | None = None, device: str = "cpu", model_and_tokenizer: Any = None,
                  constrained: bool = True):
+        if model is None and model_and_tokenizer is None:
+            _say_once("The default in-process judge (SmolLM2-135M) exercises the plumbing of judged rewards; it is "
+                      "not a judge of quality (it scores nearly every answer alike). Pass judge=<LiteLLM model> or an "
+                      "OpenAI-compatible server (api_base) for real judgements.")
         self.model_name = model or "default"
         self.name = f"local:{self.model_name}" + ("" if constrained else ":unconstrained")
         self.device = device
