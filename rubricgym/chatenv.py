@@ -41,7 +41,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -55,10 +55,30 @@ TURN_LIMIT = "turn limit reached without a final answer"
 
 
 def make_config(config_class: type, config: Any, kwargs: dict[str, Any]) -> Any:
-    """An env's config: the object given, or one built from keyword arguments (not both)."""
+    """An env's config: the object given, or one built from keyword arguments (not both); an
+    unknown keyword names the knobs there are.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Knobs:
+        ...     split: str = "train"
+        >>> make_config(Knobs, None, {"group_size": 2})
+        Traceback (most recent call last):
+        ...
+        TypeError: unknown keyword 'group_size' (the group vector env's knob: use gym.make_vec(id, num_envs=..., group_size=...) without vectorization_mode); Knobs has: split
+    """
     if config is not None and kwargs:
         raise TypeError(f"pass either a {config_class.__name__} or keyword arguments, not both")
-    return config if config is not None else config_class(**kwargs)
+    if config is not None:
+        return config
+    known = {f.name for f in fields(config_class)}
+    for name in kwargs:
+        if name not in known:
+            hint = (" (the group vector env's knob: use gym.make_vec(id, num_envs=..., group_size=...) without "
+                    "vectorization_mode)") if name == "group_size" else ""
+            raise TypeError(f"unknown keyword {name!r}{hint}; {config_class.__name__} has: {', '.join(sorted(known))}")
+    return config_class(**kwargs)
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:

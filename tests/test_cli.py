@@ -68,6 +68,8 @@ def test_eval_builds_the_checkpoint_s_adapter_shape(tmp_path):
     (lambda: gym.make("Math-v0", split="val"), "split must be one of"),
     (lambda: gym.make("ToolUse-v0", split="val"), "split must be one of"),
     (lambda: gym.make("RagSupport-v0", mode="chat"), "mode must be one of"),
+    (lambda: gym.make("Math-v0", level=1), "unknown keyword 'level'; MathEnvConfig has: .*levels"),
+    (lambda: gym.make_vec("Math-v0", num_envs=2, group_size=2, vectorization_mode="sync"), "group vector env's knob"),
 ])
 def test_bad_settings_fail_at_construction(make, error):
     with pytest.raises((ValueError, TypeError), match=error):
