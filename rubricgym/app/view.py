@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,12 @@ CURVES = (("reward", "training reward"), ("train_accuracy", "training success"),
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise SystemExit(f"{path}:{number}: not valid JSON ({err.msg})") from None
-    return rows
+    from rubricgym.data import DatasetLoadError, read_file
+
+    try:
+        return read_file(path)
+    except DatasetLoadError as err:
+        raise SystemExit(str(err)) from None
 
 
 def load(source: str | Path) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
