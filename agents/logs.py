@@ -7,19 +7,39 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 
-class MetricsLog:
-    """Appends rows to ``<out>/metrics.jsonl`` (and TensorBoard); keeps them for the plot."""
+REPORT_TARGETS = ("tensorboard", "wandb", "none")
 
-    def __init__(self, out: Path, history: list[dict[str, float]] | None = None):
-        self.out = out
+
+def check_report_to(report_to: tuple[str, ...]) -> None:
+    """Refuse unknown targets, and ``wandb`` without the package, before any work."""
+    import importlib.util
+
+    unknown = set(report_to) - set(REPORT_TARGETS)
+    if unknown:
+        raise ValueError(f"report_to: unknown {sorted(unknown)}; choose from {', '.join(REPORT_TARGETS)}")
+    if "wandb" in report_to and importlib.util.find_spec("wandb") is None:
+        raise ImportError("report_to=('wandb',) needs Weights & Biases: pip install 'rubricgym[wandb]' "
+                          "(WANDB_MODE=offline logs without an account)")
+
+
+class MetricsLog:
+    """Appends rows to ``<out>/metrics.jsonl``, and to TensorBoard and / or Weights & Biases
+    (``report_to``, TRL's convention); keeps them for the plot."""
+
+    def __init__(self, out: Path, history: list[dict[str, float]] | None = None,
+                 report_to: tuple[str, ...] = ("tensorboard",), run_config: dict[str, Any] | None = None):
+        check_report_to(report_to)
+        self.out, self.report_to, self.run_config = out, report_to, run_config or {}
         self.history: list[dict[str, float]] = list(history or [])
-        self._tensorboard: Any = None
+        self._tensorboard: Any = None if "tensorboard" in report_to else False
+        self._wandb: Any = None if "wandb" in report_to else False
 
     def restore(self, history: list[dict[str, float]]) -> None:
         """Go back to a checkpoint's rows: a resumed run re-logs what came after, so those rows
@@ -31,17 +51,29 @@ class MetricsLog:
         self.history.append(stats)
         with open(self.out / "metrics.jsonl", "a") as handle:
             handle.write(json.dumps(stats) + "\n")
-        if self._tensorboard is None:
+        if self._tensorboard is None:  # imported on first use
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
                 self._tensorboard = SummaryWriter(str(self.out / "tensorboard"))
             except Exception:  # tensorboard not installed: JSONL and the PNG still have everything
                 self._tensorboard = False
+        scalars = {k: v for k, v in stats.items() if isinstance(v, (int, float)) and k != "step" and math.isfinite(v)}
         if self._tensorboard:
-            for key, value in stats.items():
-                if isinstance(value, (int, float)) and key != "step" and math.isfinite(value):
-                    self._tensorboard.add_scalar(key, value, int(stats.get("step", 0)))
+            for key, value in scalars.items():
+                self._tensorboard.add_scalar(key, value, int(stats.get("step", 0)))
+        if self._wandb is None:
+            import wandb
+
+            self._wandb = wandb.init(project=os.environ.get("WANDB_PROJECT", "rubricgym"), dir=str(self.out),
+                                     config=self.run_config)
+        if self._wandb:
+            self._wandb.log(scalars, step=int(stats.get("step", 0)))
+
+    def close(self) -> None:
+        if self._wandb:
+            self._wandb.finish()
+            self._wandb = None
 
     def plot(self, path: Path, title: str) -> Path:
         import matplotlib

@@ -17,10 +17,10 @@ import numpy as np
 
 from rubricgym.registration import base_env_id
 
-from .checkpoints import latest_checkpoint, load_adapter, load_trainer_state, save_checkpoint, set_seed
+from .checkpoints import latest_checkpoint, load_adapter, load_trainer_state, plain_config, save_checkpoint, set_seed
 from .evaluation import evaluate, held_out_kwargs, make_envs
 from .grpo import GRPO, GRPOConfig
-from .logs import GroupLog, MetricsLog
+from .logs import GroupLog, MetricsLog, check_report_to
 from .policy import Policy, PolicyConfig
 from .ppo import PPO, PPOConfig
 from .rollout import collect_rollouts
@@ -56,6 +56,9 @@ class TrainConfig:
     """Held-out tasks per evaluation (greedy decoding)."""
     record_groups: int = 2
     """Groups of each step written to ``groups.jsonl`` for ``rubricgym view`` (-1: all, 0: none)."""
+    report_to: tuple[str, ...] = ("tensorboard",)
+    """Where metrics go besides metrics.jsonl: ``tensorboard``, ``wandb`` (Weights & Biases;
+    ``WANDB_MODE=offline`` works without an account), or ``none``."""
     show_completions: int = 1
     """Completions printed under the progress bar each step, with their reward (as TRL logs them)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -70,6 +73,7 @@ class Trainer:
         if config.algo not in ("grpo", "ppo"):
             raise ValueError(f"algo must be 'grpo' or 'ppo', got {config.algo!r}")
         base_env_id(config.env)  # an unknown id fails here, before the model loads
+        check_report_to(config.report_to)
         self.config = config
         set_seed(config.seed)
         self.policy = policy or Policy(config.policy)
@@ -78,7 +82,7 @@ class Trainer:
         self.step = 0
         self.out = Path(config.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.logs = MetricsLog(self.out)
+        self.logs = MetricsLog(self.out, report_to=config.report_to, run_config=plain_config(config))
         self.group_log = GroupLog(self.out, config.record_groups)
 
     @property
@@ -168,6 +172,7 @@ class Trainer:
         if saved_at != self.step:  # one save per step: the final one carries the final evaluation
             self.save_checkpoint()
         plot = self.plot()
+        self.logs.close()
         return {"before": before, "after": after, "minutes": (time.perf_counter() - started) / 60, "plot": str(plot),
                 "steps": self.step}
 

@@ -283,3 +283,18 @@ def test_learner_trains_on_the_judged_reward_not_the_env_reward(tokenizer, combi
     assert [returns[i].pop() for i in range(4)] == pytest.approx(batch.episode_rewards)
     if combine == "replace":
         assert all(0.0 <= r <= 1.0 for r in batch.episode_rewards) and len(set(batch.episode_rewards)) > 1
+
+
+def test_metrics_reach_weights_and_biases_offline(tokenizer, tmp_path, monkeypatch):
+    require("wandb", "wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    config = TrainConfig(env_kwargs={"levels": (1,)}, steps=1, group_size=2, groups_per_step=1, eval_tasks=0,
+                         output_dir=str(tmp_path), checkpoint_every=0, report_to=("wandb",),
+                         policy=PolicyConfig(max_new_tokens=4))
+    Trainer(config, policy=tiny_policy(tokenizer, max_new_tokens=4)).run(progress=False)
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))  # the run's event file
+    assert not (tmp_path / "tensorboard").exists()  # only what report_to names
+    with pytest.raises(ValueError, match="unknown"):
+        Trainer(TrainConfig(report_to=("mlflow",)), policy=None)
