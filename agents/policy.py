@@ -8,7 +8,10 @@ recorded while sampling then equal the ones recomputed for training (fp32 CPU, w
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
+import types
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -39,6 +42,12 @@ class PolicyConfig:
     top_p: float = 1.0
     max_prompt_tokens: int = 1024
     """Longer prompts keep their last tokens."""
+    cpu_threads: str = "auto"
+    """Torch threads for generation on CPU: ``"auto"`` times torch's default against one thread
+    now and then and keeps the faster (benchmarks/cpu_contention.py: beside one busy process the
+    default threads were 3.5x slower, auto 1.4x; alone auto matched the default, one thread was
+    1.3x slower); ``"fixed"`` leaves torch's default (bit-identical reruns: thread counts change
+    sampling log-probs by about 1e-5); or a number."""
 
 
 @dataclass
@@ -52,6 +61,58 @@ class Sample:
     truncated: bool
     """Hit ``max_new_tokens`` without an end-of-turn token."""
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ThreadTuner:
+    """Picks torch's thread count for generation by measuring it, because the best one depends on
+    what else runs on the machine: spinning OpenMP threads collapse when another process takes a
+    core, one thread does not, but one thread is slower on an idle machine. With ``"auto"`` every
+    ``explore_every``-th call runs with the other count, and each count keeps a moving average of
+    its tokens per second; the faster one is used. A number fixes the count; ``"fixed"`` leaves
+    torch alone (GPUs).
+
+    Example:
+        >>> tuner = ThreadTuner("fixed")
+        >>> with tuner.choose() as timer:
+        ...     timer.tokens = 10
+    """
+
+    def __init__(self, setting: str | int = "auto", explore_every: int = 6):
+        self.setting, self.explore_every, self.calls = str(setting), explore_every, 0
+        self.default = torch.get_num_threads()
+        self.candidates = sorted({self.default, 1}, reverse=True)
+        self.speed: dict[int, float] = {}
+        if self.setting not in ("auto", "fixed"):
+            torch.set_num_threads(int(self.setting))
+
+    def _pick(self) -> int | None:
+        if self.setting != "auto" or len(self.candidates) == 1:
+            return None
+        untried = [n for n in self.candidates if n not in self.speed]
+        if untried:
+            return untried[0]
+        best = max(self.speed, key=self.speed.get)
+        if self.calls % self.explore_every == 0:
+            return next(n for n in self.candidates if n != best)  # look again: the machine's load changes
+        return best
+
+    @contextlib.contextmanager
+    def choose(self):
+        threads = self._pick()
+        self.calls += 1
+        previous = torch.get_num_threads()
+        if threads is not None:
+            torch.set_num_threads(threads)
+        timer = types.SimpleNamespace(tokens=0)
+        start = time.perf_counter()
+        try:
+            yield timer
+        finally:
+            if threads is not None:
+                rate = timer.tokens / max(time.perf_counter() - start, 1e-6)
+                old = self.speed.get(threads)
+                self.speed[threads] = rate if old is None else 0.5 * old + 0.5 * rate
+                torch.set_num_threads(previous)
 
 
 @dataclass
@@ -121,6 +182,7 @@ class Policy:
                               target_modules=self.config.lora_target_modules, task_type="CAUSAL_LM")
             model = get_peft_model(model, lora)
         self.model = model.to(self.device, dtype=self.dtype)
+        self.threads = ThreadTuner(self.config.cpu_threads if self.device.type == "cpu" else "fixed")
         self.stop_ids = sorted({i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
                                 if isinstance(i, int) and i >= 0})
 
@@ -163,11 +225,13 @@ class Policy:
         prompts = [self.encode_prompt(c) for c in conversations]
         ids, mask = self._left_pad(prompts)
         self.model.eval()
-        out = self.model.generate(
-            input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=not greedy,
-            temperature=None if greedy else temperature, top_p=None if greedy else self.config.top_p, top_k=None,
-            eos_token_id=self.stop_ids, pad_token_id=self.tokenizer.pad_token_id,
-            output_logits=True, return_dict_in_generate=True)
+        with self.threads.choose() as timer:
+            out = self.model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=not greedy,
+                temperature=None if greedy else temperature, top_p=None if greedy else self.config.top_p, top_k=None,
+                eos_token_id=self.stop_ids, pad_token_id=self.tokenizer.pad_token_id,
+                output_logits=True, return_dict_in_generate=True)
+            timer.tokens = int(out.sequences.shape[0] * (out.sequences.shape[1] - ids.shape[1]))
         new_tokens = out.sequences[:, ids.shape[1]:]
         logits = torch.stack(out.logits, dim=1).float()  # raw logits, before any processor
         scale = 1.0 if greedy else temperature

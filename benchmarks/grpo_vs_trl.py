@@ -47,7 +47,7 @@ def run_ours(steps: int) -> list[float]:
 
     config = TrainConfig(env_kwargs={"levels": (1,)}, steps=steps, group_size=COMPLETIONS, groups_per_step=1, eval_tasks=0,
                          checkpoint_every=0, output_dir="/tmp/rubricgym-vs-trl",
-                         policy=PolicyConfig(max_new_tokens=MAX_TOKENS, lora_r=LORA_R, lora_alpha=LORA_ALPHA, temperature=1.0))
+                         policy=PolicyConfig(max_new_tokens=MAX_TOKENS, lora_r=LORA_R, lora_alpha=LORA_ALPHA, temperature=1.0, cpu_threads="fixed"))
     config.grpo.learning_rate = LR
     trainer = Trainer(config)
     times = []

@@ -44,7 +44,7 @@ def main() -> None:
 
     config = TrainConfig(env="Math-v0", env_kwargs={"levels": (args.level,)}, steps=args.max_steps, seed=args.seed,
                          output_dir=f"/tmp/rubricgym-learning-L{args.level}", eval_tasks=0, checkpoint_every=0,
-                         policy=PolicyConfig())
+                         policy=PolicyConfig(cpu_threads="fixed"))  # fixed threads: reruns are bit-identical
     trainer = Trainer(config)
     eval_kwargs = {"levels": (args.level,), "split": "test"}
 

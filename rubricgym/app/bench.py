@@ -137,7 +137,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                                        steps=config.steps, group_size=config.group_size,
                                        groups_per_step=config.groups_per_step, seed=config.seed, eval_tasks=0,
                                        checkpoint_every=0, output_dir=f"/tmp/rubricgym-bench/{suite}-{name}",
-                                       policy=PolicyConfig(max_new_tokens=config.max_new_tokens))
+                                       policy=PolicyConfig(max_new_tokens=config.max_new_tokens, cpu_threads="fixed"))
             trainer = Trainer(train_config)
             if before is None:  # same base weights for every scheme: measured once per suite, untimed
                 before = _held_out(trainer.policy, suite, config)
