@@ -62,9 +62,7 @@ class GroupReward(gym.vector.VectorWrapper):
             self.last_scores[g] = result
             for i, trajectory, score in zip(base.members(g), trajectories[g], result.members):
                 rewards[i] = score.reward
-                apply_member_score(trajectory, score)
-                # what the judge said stays with the record (for logs and `rubricgym view`)
-                trajectory.metadata.update({"judged": {**score.info, "group": result.info, "scorer": self.scorer.name}})
+                apply_member_score(trajectory, score, result, self.scorer.name)  # the record keeps what the judge said
                 infos = base._add_info(infos, {"reward_components": dict(score.components)}, i)
                 member_info = dict(score.info)
                 if score.role_rewards is not None:

@@ -108,10 +108,13 @@ def combine_reward(env_reward: float, added: Mapping[str, float | None], combine
     return total + sum(combine.get(name, 0.0) * value for name, value in present.items())
 
 
-def apply_member_score(trajectory: Trajectory, score: MemberScore) -> None:
-    """Write ``score`` into a finished trajectory: components, and the return on its transitions
-    (each role's reward on that role's last transition when the scorer gives per-role rewards)."""
+def apply_member_score(trajectory: Trajectory, score: MemberScore, group: GroupScore | None = None,
+                       scorer: str = "") -> None:
+    """Write ``score`` into a finished trajectory: components, what the judge said (in
+    ``metadata["judged"]``, with the group's info), and the return on its transitions (each role's
+    reward on that role's last transition when the scorer gives per-role rewards)."""
     trajectory.reward_components.update({k: float(v) for k, v in score.components.items()})
+    trajectory.metadata["judged"] = {**score.info, "group": group.info if group else {}, "scorer": scorer}
     if score.role_rewards is None:
         trajectory.set_return(score.reward)
         return
@@ -131,8 +134,7 @@ async def rescore_group(group: Group, scorer: GroupScorer) -> GroupScore:
     members = [Member.from_trajectory(t) for t in group.trajectories]
     result = await scorer.score_group(str(group.task_id), members)
     for trajectory, score in zip(group.trajectories, result.members):
-        apply_member_score(trajectory, score)
-        trajectory.metadata["judged"] = {**score.info, "group": result.info, "scorer": scorer.name}
+        apply_member_score(trajectory, score, result, scorer.name)
     group.metadata.update({f"{scorer.name}_failed": result.failed, **result.info})
     return result
 
