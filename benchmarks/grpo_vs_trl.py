@@ -37,7 +37,7 @@ def prompts(n: int) -> list[list[dict]]:
     rows = []
     for i in range(n):
         obs, info = env.reset(seed=i)
-        rows.append((obs, info["answer"]))
+        rows.append((obs, env.unwrapped.reference()))
     return rows
 
 

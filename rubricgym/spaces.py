@@ -7,11 +7,15 @@ any Unicode text, the empty string included, and any well-formed OpenAI-style ch
 
 from __future__ import annotations
 
+import json
+import multiprocessing as mp
 import string
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
 #: Characters used when *sampling* text (any Unicode is *accepted*). Includes whitespace,
 #: punctuation, LaTeX specials, accents, CJK and an emoji so random tests touch real variety.
@@ -87,8 +91,11 @@ class ChatSpace(_TextSampledSpace):
         True
     """
 
-    def __init__(self, max_messages: int = 10_000, seed: Any = None):
+    def __init__(self, max_messages: int = 10_000, seed: Any = None, shared_memory_bytes: int = 8 * 2**20):
         self.max_messages = max_messages
+        #: per-env capacity when ``AsyncVectorEnv`` passes observations through shared memory
+        #: (the conversation as UTF-8 JSON); a longer one is refused with a clear error
+        self.shared_memory_bytes = shared_memory_bytes
         self._text = UnicodeText()
         super().__init__(shape=None, dtype=None, seed=seed)
 
@@ -138,3 +145,61 @@ class AssistantReplySpace(_TextSampledSpace):
 
     def __repr__(self) -> str:
         return f"AssistantReplySpace(max_length={self.max_length})"
+
+
+# Gymnasium's AsyncVectorEnv passes observations through shared memory by default and asks custom
+# spaces to register these three functions: a chat travels as length-prefixed UTF-8 JSON.
+_LENGTH_BYTES = 8
+
+
+@create_shared_memory.register(ChatSpace)
+def _create_chat_shared_memory(space: ChatSpace, n: int = 1, ctx: Any = mp) -> Any:
+    return ctx.Array("B", n * (space.shared_memory_bytes + _LENGTH_BYTES), lock=True)
+
+
+@write_to_shared_memory.register(ChatSpace)
+def _write_chat_to_shared_memory(space: ChatSpace, index: int, value: Any, shared_memory: Any) -> None:
+    data = json.dumps(value, ensure_ascii=False).encode()
+    if len(data) > space.shared_memory_bytes:
+        raise ValueError(f"a {len(data)}-byte conversation does not fit ChatSpace.shared_memory_bytes="
+                         f"{space.shared_memory_bytes}; raise it or pass vector_kwargs={{'shared_memory': False}}")
+    slot = space.shared_memory_bytes + _LENGTH_BYTES
+    buffer = np.frombuffer(shared_memory.get_obj(), dtype=np.uint8)[index * slot:(index + 1) * slot]
+    buffer[:_LENGTH_BYTES] = np.frombuffer(len(data).to_bytes(_LENGTH_BYTES, "little"), dtype=np.uint8)
+    buffer[_LENGTH_BYTES:_LENGTH_BYTES + len(data)] = np.frombuffer(data, dtype=np.uint8)
+
+
+class SharedChats(Sequence):
+    """The live batch of chats in an ``AsyncVectorEnv``'s shared memory: Gymnasium reads the
+    buffer once and returns (a deep copy of) that object after every step, so items decode on
+    access and a deep copy is a plain tuple of lists, the same as without shared memory."""
+
+    def __init__(self, space: ChatSpace, shared_memory: Any, n: int):
+        self.space, self.n = space, n
+        self.buffer = np.frombuffer(shared_memory.get_obj(), dtype=np.uint8)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(self.n)))
+        if not -self.n <= index < self.n:
+            raise IndexError(index)
+        start = (index % self.n) * (self.space.shared_memory_bytes + _LENGTH_BYTES)
+        length = int.from_bytes(self.buffer[start:start + _LENGTH_BYTES].tobytes(), "little")
+        return json.loads(self.buffer[start + _LENGTH_BYTES:start + _LENGTH_BYTES + length].tobytes()) if length else []
+
+    def __deepcopy__(self, memo: dict) -> tuple[list[dict[str, Any]], ...]:
+        return tuple(self)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __repr__(self) -> str:
+        return f"SharedChats({tuple(self)!r})"
+
+
+@read_from_shared_memory.register(ChatSpace)
+def _read_chat_from_shared_memory(space: ChatSpace, shared_memory: Any, n: int = 1) -> SharedChats:
+    return SharedChats(space, shared_memory, n)

@@ -63,3 +63,13 @@ def scripted_judge(script=None, cache_dir=None, **config) -> tuple[LLM, Scripted
     backend = ScriptedBackend(script or (lambda messages, i: reply_scores(messages)))
     llm = LLM(backend, LLMConfig(cache_dir=cache_dir, backoff_initial_s=0.01, backoff_max_s=0.02, **config))
     return llm, backend
+
+
+def gold(task_ids):
+    """The reference answer(s) of generated math tasks, from their ids (the env keeps references
+    out of ``info``, so tests that play the right answer look it up the way a grader would)."""
+    from rubricgym.envs.math.tasks import parse_task_id
+
+    if isinstance(task_ids, str):
+        return parse_task_id(task_ids).answer
+    return [parse_task_id(str(t)).answer for t in task_ids]

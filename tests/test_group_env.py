@@ -4,6 +4,7 @@ import pytest
 import rubricgym  # noqa: F401
 from rubricgym.records import Trajectory
 from rubricgym.wrappers import GroupVectorEnv
+from judges import gold
 
 CALC = '<tool_call>{"name": "calculator", "arguments": {"expression": "1+1"}}</tool_call>'
 
@@ -15,7 +16,7 @@ def test_groups_share_tasks_and_terminate_together_with_waiting_members():
     tasks = info["task_id"]
     assert tasks[0] == tasks[1] == tasks[2] and tasks[3] == tasks[4] == tasks[5]
     assert all(o[1] == obs[0][1] for o in obs[:3])
-    answers = info["answer"]
+    answers = gold(info["task_id"])
     # episode lengths per member: group 0 -> 1, 2, 3 turns; group 1 -> 2, 2, 1 turns
     plans = [
         [f"\\boxed{{{answers[0]}}}"],

@@ -1,3 +1,4 @@
+import copy
 import json
 
 import gymnasium as gym
@@ -104,3 +105,18 @@ def test_optional_dependency_skips_plainly_and_fails_under_ci(monkeypatch):
     with pytest.raises(pytest.fail.Exception, match="CI must install it"):
         require("no_such_module_for_rubricgym", "nope")
     assert require("json", "none").dumps([1]) == "[1]"
+
+
+def test_chat_shared_memory_round_trip_and_overflow_is_a_clear_error():
+    from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+
+    from rubricgym.spaces import ChatSpace
+
+    space = ChatSpace(shared_memory_bytes=200)
+    memory = create_shared_memory(space, n=2)
+    live = read_from_shared_memory(space, memory, n=2)
+    chat = [{"role": "user", "content": "Ünïcode → 中文 🙂"}]
+    write_to_shared_memory(space, 1, chat, memory)
+    assert live[1] == chat and live[0] == [] and copy.deepcopy(live) == ([], chat)
+    with pytest.raises(ValueError, match="shared_memory_bytes=200"):
+        write_to_shared_memory(space, 0, [{"role": "user", "content": "x" * 300}], memory)

@@ -8,6 +8,7 @@ import pytest
 from rubricgym.llm import LLMConfig, make_llm
 from rubricgym.app.examples import load_refund_group
 from rubricgym.judges.ruler import RulerConfig, ruler_score_sync
+from judges import gold
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -58,7 +59,7 @@ def test_math_rubric_through_the_real_server(llama_server, tmp_path):
     envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier=client, rubricator=client,
                         rubrics_per_group=1, levels=(1,))
     _, info = envs.reset(seed=0)
-    answer = info["answer"][0]
+    answer = gold(info["task_id"])[0]
     _, rewards, terminated, _, info = envs.step([
         f"Add the two numbers: the sum is {answer}. Check: it matches. \\boxed{{{answer}}}",
         f"The sum is \\boxed{{{answer}}}", "I guess \\boxed{-100}", "Maybe \\boxed{-100}"])

@@ -9,6 +9,8 @@ from gymnasium.utils.env_checker import check_env
 
 import rubricgym  # noqa: F401
 from rubricgym.data import DatasetLoadError
+from judges import gold
+from rubricgym.envs.math.tasks import parse_task_id
 from rubricgym.envs.math import MathEnv, answers_match, extract_answer, generate_task, last_boxed
 
 CALC = '<tool_call>{"name": "calculator", "arguments": {"expression": "%s"}}</tool_call>'
@@ -30,7 +32,7 @@ def test_correct_and_incorrect_outcomes_default_pm1():
     obs, info = env.reset(options={"task_id": "gen-L3-test-5"})
     assert obs[0]["role"] == "system" and "\\boxed" in obs[0]["content"]
     assert obs[1] == {"role": "user", "content": generate_task(3, 5, "test").problem}
-    answer = info["answer"]
+    answer = gold(info["task_id"])
     _, reward, terminated, truncated, info = env.step(f"Adding carefully gives \\boxed{{{answer}}}.")
     assert (reward, terminated, truncated, info["correct"], info["extraction"]) == (1.0, True, False, True, "boxed")
     assert info["reward_components"] == {"outcome": 1.0}
@@ -42,7 +44,7 @@ def test_correct_and_incorrect_outcomes_default_pm1():
 def test_binary_rewards_format_component_and_fallback_recorded():
     env = gym.make("Math-v0", incorrect_reward=0.0, format_weight=0.5)
     _, info = env.reset(options={"task_id": "gen-L1-train-3"})
-    _, reward, *_, info = env.step(f"the answer is {info['answer']}")
+    _, reward, *_, info = env.step(f"the answer is {gold(info['task_id'])}")
     assert info["extraction"] == "last_number" and info["correct"]
     assert info["reward_components"] == {"outcome": 1.0, "format": 0.0} and reward == 1.0
     _, info = env.reset(options={"task_id": "gen-L1-train-3"})
@@ -50,7 +52,7 @@ def test_binary_rewards_format_component_and_fallback_recorded():
     assert info["extraction"] == "none" and reward == 0.0
     strict = gym.make("Math-v0", answer_fallback="none")
     _, info = strict.reset(options={"task_id": "gen-L1-train-3"})
-    _, reward, *_, info = strict.step(f"the answer is {info['answer']}")
+    _, reward, *_, info = strict.step(f"the answer is {gold(info['task_id'])}")
     assert reward == -1.0 and info["extraction"] == "none"
 
 
@@ -72,7 +74,7 @@ def test_calculator_multi_turn_flow():
     expression = obs[1]["content"].removeprefix("What is ").removesuffix("?")
     obs, reward, terminated, truncated, info = env.step("Let me compute." + CALC % expression)
     assert (reward, terminated, truncated) == (0.0, False, False)
-    assert obs[-1]["role"] == "tool" and obs[-1]["content"] == info["answer"]
+    assert obs[-1]["role"] == "tool" and obs[-1]["content"] == gold(info["task_id"])
     assert obs[-2]["tool_calls"][0]["id"] == obs[-1]["tool_call_id"]
     obs, reward, terminated, truncated, info = env.step(f"\\boxed{{{obs[-1]['content']}}}")
     assert (reward, terminated, truncated) == (1.0, True, False)
@@ -105,7 +107,7 @@ def test_wrong_type_action_is_an_error_not_a_crash():
 def test_tool_call_text_without_tools_is_just_an_answer():
     env = gym.make("Math-v0")
     _, info = env.reset(options={"task_id": "gen-L1-test-0"})
-    _, reward, terminated, *_ = env.step(CALC % "1+1" + f" \\boxed{{{info['answer']}}}")
+    _, reward, terminated, *_ = env.step(CALC % "1+1" + f" \\boxed{{{gold(info['task_id'])}}}")
     assert terminated and reward == 1.0
 
 
@@ -144,19 +146,27 @@ def test_equivalence_off_the_main_thread_is_bounded():
 
 
 def test_env_works_inside_async_vector_env_workers():
-    envs = gym.make_vec("Math-v0", num_envs=2, vectorization_mode="async", vector_kwargs={"shared_memory": False})
-    try:
-        _, info = envs.reset(seed=3)
-        _, rewards, terminated, _, _ = envs.step([f"\\boxed{{{info['answer'][0]}}}", "\\boxed{\\frac{1}{0}}"])
-        assert list(rewards) == [1.0, -1.0] and terminated.all()
-    finally:
-        envs.close()
+    # the default (shared memory) and the pipe path both work for chat observations
+    for vector_kwargs in ({}, {"shared_memory": False}):
+        envs = gym.make_vec("Math-v0", num_envs=2, vectorization_mode="async", vector_kwargs=vector_kwargs,
+                            tools=["calculator"], max_turns=2)
+        try:
+            obs, info = envs.reset(seed=3)
+            assert [o[1]["content"] for o in obs] == [parse_task_id(t).problem for t in info["task_id"]]
+            obs, _, terminated, _, _ = envs.step([CALC % "2+3", "Zwischenschritt → " + CALC % "1+1"])
+            assert obs[0][-1]["role"] == "tool" and obs[0][-1]["content"] == "5" and obs[1][-1]["content"] == "2"
+            assert obs[1][-2]["content"].startswith("Zwischenschritt →")
+            assert not terminated.any()
+            _, rewards, terminated, _, info = envs.step([f"\\boxed{{{gold(info['task_id'])[0]}}}", "\\boxed{\\frac{1}{0}}"])
+            assert list(rewards) == [1.0, -1.0] and terminated.all()
+        finally:
+            envs.close()
 
 
 def test_sync_vector_env():
     envs = gym.make_vec("Math-v0", num_envs=3, vectorization_mode="sync")
     _, info = envs.reset(seed=5)
-    _, rewards, terminated, _, _ = envs.step([f"\\boxed{{{a}}}" for a in info["answer"]])
+    _, rewards, terminated, _, _ = envs.step([f"\\boxed{{{a}}}" for a in gold(info["task_id"])])
     assert list(rewards) == [1.0, 1.0, 1.0]
 
 
@@ -165,7 +175,8 @@ def test_public_datasets_load_from_shared_data(name, rows, shared_data):
     env = MathEnv(dataset=name)
     assert len(env.tasks) == rows
     obs, info = env.reset(options={"task_id": env.tasks[0].id})
-    assert obs[1]["content"] == env.tasks[0].problem and info["answer"] == env.tasks[0].answer
+    assert obs[1]["content"] == env.tasks[0].problem and env.reference() == env.tasks[0].answer
+    assert "answer" not in info  # an agent fed info cannot copy the reference
 
 
 def test_dapo_math_columns_from_parquet_and_jsonl(tmp_path):
@@ -181,7 +192,7 @@ def test_dapo_math_columns_from_parquet_and_jsonl(tmp_path):
     pq.write_table(pyarrow.Table.from_pylist(rows), tmp_path / "dapo.parquet")
     env = gym.make("Math-v0", dataset=str(tmp_path / "dapo.parquet"))
     obs, info = env.reset(options={"task_id": "dapo-0"})
-    assert obs[1]["content"] == "Compute 6 times 7." and info["answer"] == "42"
+    assert obs[1]["content"] == "Compute 6 times 7." and env.unwrapped.reference() == "42"
     assert env.step("\\boxed{42}")[1] == 1.0
     gsm_style = tmp_path / "gsm.jsonl"
     gsm_style.write_text(json.dumps({"question": "1+1?", "answer": "one plus one\n#### 2"}) + "\n")

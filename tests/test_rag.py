@@ -65,7 +65,8 @@ def test_context_mode_good_answer_scores_high():
 def test_unanswerable_question_rewards_refusal():
     env = gym.make("RagSupport-v0")
     task = next(t for t in env.unwrapped.dataset.tasks if not t.answerable)
-    env.reset(options={"task_id": task.id})
+    _, info = env.reset(options={"task_id": task.id})
+    assert not {"answer", "answerable", "supporting_ids"} & set(info)  # nothing an agent fed info could copy
     _, _, _, _, good = env.step("I'm sorry, our knowledge base does not cover this. Please contact help@lumenbooks.example.")
     env.reset(options={"task_id": task.id})
     _, _, _, _, bad = env.step("Yes, we offer a 15 percent discount for 2 years [REF-01].")

@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 import rubricgym  # noqa: F401
 from rubricgym.judges.rlcer import (RubricItem, RubricSet, parse_rubric, rlcer_rewards)
 
-from judges import scripted_judge
+from judges import gold, scripted_judge
 
 PHI = 0.125 / (np.sqrt(0.75 * 0.25) * 0.5)  # corr of [1,1,1,0] (or [1,0,0,0]) with [1,1,0,0] = 0.577
 
@@ -114,7 +114,7 @@ def test_math_rubric_group_env_policy_rubricator():
     verifier, backend = keyword_verifier()
     envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier=verifier, levels=(1,))
     obs, info = envs.reset(seed=0)
-    answer = info["answer"][0]
+    answer = gold(info["task_id"])[0]
     assert list(info["role"]) == ["reasoner"] * 4
     reasoner_actions = [f"FORMULA then UNITS \\boxed{{{answer}}}", f"FORMULA \\boxed{{{answer}}}",
                         "GUESS UNITS \\boxed{-100}", "GUESS \\boxed{-100}"]
@@ -148,7 +148,7 @@ def test_verifier_failures_are_retried_then_fall_back():
     verifier, backend = keyword_verifier(fail_on="BROKEN")
     envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier=verifier, levels=(1,), max_fixes=1)
     _, info = envs.reset(seed=1)
-    answer = info["answer"][0]
+    answer = gold(info["task_id"])[0]
     envs.step([f"FORMULA \\boxed{{{answer}}}", f"FORMULA BROKEN \\boxed{{{answer}}}", "GUESS \\boxed{-100}", "\\boxed{-100}"])
     _, rewards, terminated, _, info = envs.step([RUBRIC] * 4)
     assert terminated.all() and np.isfinite(rewards).all()
@@ -166,7 +166,7 @@ def test_fixed_llm_rubricator():
     envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier=verifier, rubricator=rubricator,
                         rubrics_per_group=2, levels=(1,))
     _, info = envs.reset(seed=0)
-    answer = info["answer"][0]
+    answer = gold(info["task_id"])[0]
     _, rewards, terminated, _, info = envs.step([f"FORMULA \\boxed{{{answer}}}", f"FORMULA \\boxed{{{answer}}}",
                                                  "GUESS \\boxed{-100}", "\\boxed{-100}"])
     assert terminated.all() and len(rub_backend.requests) == 2  # members 0 and 3 were shown
@@ -182,7 +182,7 @@ def test_math_rubric_single_env_check_env_and_streaming_group():
     check_env(env)
     env = gym.make("MathRubric-v0", verifier=verifier, history_size=3)
     _, info = env.reset(seed=0, options={"task_id": "gen-L1-test-4"})
-    answer = info["answer"]
+    answer = gold(info["task_id"])
     env.step(f"FORMULA \\boxed{{{answer}}}")
     _, reward, terminated, _, info = env.step(RUBRIC)
     assert terminated and info["rubric_relative_to"] == 0 and info["rubric_stats"]["degenerate"] == 1.0
@@ -198,7 +198,7 @@ def test_rubric_hints_reach_the_prompt():
     verifier, _ = keyword_verifier()
     envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier=verifier, levels=(1,), rubric_hints=True)
     _, info = envs.reset(options={"task_ids": ["gen-L1-test-7"]})
-    answer = info["answer"][0]
+    answer = gold(info["task_id"])[0]
     envs.step([f"FORMULA \\boxed{{{answer}}}"] * 2 + ["GUESS \\boxed{-100}"] * 2)
     envs.step([RUBRIC] * 4)
     obs, _ = envs.reset(options={"task_ids": ["gen-L1-test-7"]})

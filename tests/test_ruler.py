@@ -13,7 +13,7 @@ from rubricgym.judges import combine_reward, rescore_group
 from rubricgym.judges.ruler import RulerConfig, RulerScorer, ruler_score_sync
 from rubricgym.records import EpisodeResult
 
-from judges import reply_scores, scripted_judge, trajectory_blocks
+from judges import gold, reply_scores, scripted_judge, trajectory_blocks
 
 SYSTEM = {"role": "system", "content": "You are a support agent. Answer only from the context. " + "policy " * 50}
 USER = {"role": "user", "content": "What is the refund policy?"}
@@ -183,7 +183,7 @@ def test_math_ruler_group_env_writes_components_and_combines():
     judge, backend = scripted_judge(lambda m, i: reply_scores(m, scorer=math_quality_scorer))
     envs = gym.make_vec("MathRuler-v0", num_envs=4, group_size=2, judge=judge)
     _, info = envs.reset(seed=0)
-    answers = info["answer"]
+    answers = gold(info["task_id"])
     actions = [f"right \\boxed{{{answers[0]}}}", "wrong \\boxed{-1}", f"right \\boxed{{{answers[2]}}}", "wrong \\boxed{-1}"]
     _, rewards, terminated, _, info = envs.step(actions)
     assert terminated.all() and len(backend.requests) == 2  # one judge call per group
@@ -201,7 +201,7 @@ def test_math_ruler_group_env_fallback_keeps_env_reward():
     judge, _ = scripted_judge(lambda m, i: RuntimeError("judge down"), max_retries=0)
     envs = gym.make_vec("MathRuler-v0", num_envs=2, group_size=2, judge=judge, combine="replace")
     _, info = envs.reset(seed=0)
-    _, rewards, _, _, info = envs.step([f"\\boxed{{{info['answer'][0]}}}", "\\boxed{-1}"])
+    _, rewards, _, _, info = envs.step([f"\\boxed{{{gold(info['task_id'])[0]}}}", "\\boxed{-1}"])
     assert list(rewards) == [1.0, -1.0] and info["ruler_failed"].all()
     assert np.isnan(info["ruler_score"]).all() and "ruler" not in info["reward_components"]
     assert list(info["reward_components"]["outcome"]) == [1.0, -1.0]
@@ -214,7 +214,7 @@ def test_math_ruler_single_env_check_env_and_relative_history():
     check_env(env)
     env = gym.make("MathRuler-v0", judge=judge, history_size=2)
     _, info = env.reset(options={"task_id": "gen-L1-test-9"})
-    _, reward, *_, info = env.step(f"right \\boxed{{{info['answer']}}}")
+    _, reward, *_, info = env.step(f"right \\boxed{{{gold(info['task_id'])}}}")
     assert info["ruler_relative_to"] == 0 and reward == pytest.approx(1.9)
     env.reset(options={"task_id": "gen-L1-test-9"})
     _, reward, *_, info = env.step("wrong \\boxed{-7}")
@@ -229,7 +229,7 @@ def test_function_reward_wrapper_and_math_function_env():
     env = gym.make("MathFunction-v0")
     check_env(env.unwrapped)
     _, info = env.reset(options={"task_id": "gen-L1-test-2"})
-    _, reward, *_, info = env.step(f"\\boxed{{{info['answer']}}}")
+    _, reward, *_, info = env.step(f"\\boxed{{{gold(info['task_id'])}}}")
     assert reward == pytest.approx(1.2) and info["reward_components"]["shaped"] == pytest.approx(0.2)
     env.reset(options={"task_id": "gen-L1-test-2"})
     _, reward, *_, info = env.step("x" * 400 + " 12345")
@@ -240,11 +240,11 @@ def test_function_reward_wrapper_and_math_function_env():
 
     wrapped = FunctionReward(gym.make("Math-v0").unwrapped, broken, name="mine")
     _, info = wrapped.reset(options={"task_id": "gen-L1-test-2"})
-    _, reward, *_, info = wrapped.step(f"\\boxed{{{info['answer']}}}")
+    _, reward, *_, info = wrapped.step(f"\\boxed{{{gold(info['task_id'])}}}")
     assert reward == 1.0 and "KeyError" in info["mine_error"] and "mine" not in info["reward_components"]
     envs = gym.make_vec("MathFunction-v0", num_envs=2, group_size=2)
     _, info = envs.reset(seed=0)
-    _, rewards, terminated, _, info = envs.step([f"\\boxed{{{info['answer'][0]}}}"] * 2)
+    _, rewards, terminated, _, info = envs.step([f"\\boxed{{{gold(info['task_id'])[0]}}}"] * 2)
     assert list(rewards) == pytest.approx([1.2, 1.2]) and terminated.all()
 
 

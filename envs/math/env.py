@@ -117,7 +117,8 @@ class MathEnv(ChatEnv):
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": problem}]
 
     def task_info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"problem": self.task.problem, "answer": self.task.answer}
+        # the reference stays out of info (an agent fed info would copy it); judges read episode.reference
+        info: dict[str, Any] = {"problem": self.task.problem}
         if "level" in self.task.metadata:
             info["level"] = self.task.metadata["level"]
         return info

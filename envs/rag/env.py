@@ -114,8 +114,9 @@ class RagSupportEnv(ChatEnv):
 
     def task_info(self) -> dict[str, Any]:
         task = self.task
-        return {"question": task.question, "answer": task.answer, "supporting_ids": list(task.supporting_ids),
-                "answerable": task.answerable, "retrieved_ids": list(self.retrieved)}
+        # the reference answer and gold article ids stay out of info (an agent fed info would copy
+        # them); the final step's episode result carries the reference for judges
+        return {"question": task.question, "retrieved_ids": list(self.retrieved)}
 
     def reference(self) -> str | None:
         return self.task.answer
