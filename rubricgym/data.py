@@ -4,9 +4,10 @@
 
 * a path to a ``.jsonl`` / ``.json`` / ``.parquet`` file;
 * a short name of a public benchmark that an env family registered (:func:`register_dataset`:
-  ``"gsm8k"``, ``"math500"``, ``"covid_faq"`` ...): read from
-  the shared data folder when it is present (``$RUBRICGYM_DATA_DIR``, else ``../shared/data``
-  seen from the working directory or from this checkout), else from its Hugging Face id;
+  ``"gsm8k"``, ``"math500"``, ``"covid_faq"`` ...): read from the first data folder that has its
+  file (``$RUBRICGYM_DATA_DIR``, ``../shared/data`` seen from the working directory or from this
+  checkout, then the user data folder that ``rubricgym data fetch NAME`` fills), else from its
+  Hugging Face id;
 * a Hugging Face dataset id (``"BytedTsinghua-SIA/DAPO-Math-17k"``), through ``datasets``.
 
 Offline, a hub id fails with :class:`DatasetLoadError` saying so, not with a network trace.
@@ -16,36 +17,143 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 class DatasetLoadError(RuntimeError):
     """A dataset could not be loaded; the message says what was tried and what to do."""
 
 
-#: short name -> (file under the shared data folder, Hugging Face id, split); env families add
-#: the public sets they read with :func:`register_dataset` (the kernel lists none of its own)
-KNOWN_DATASETS: dict[str, tuple[str, str, str]] = {}
+@dataclass(frozen=True)
+class PublicDataset:
+    """A public dataset an env family reads by short name, and where it comes from."""
+
+    name: str
+    file: str = ""
+    """Its path under a data folder (e.g. ``gsm8k/gsm8k_test.jsonl``); empty: hub only."""
+    hub_id: str = ""
+    """Its Hugging Face id, for users online (``datasets`` installed)."""
+    split: str = "train"
+    urls: tuple[str, ...] = ()
+    """The upstream file(s) at a pinned commit that ``rubricgym data fetch`` downloads."""
+    licence: str = ""
+    """The licence of the upstream files (stated before every fetch)."""
+    convert: Callable[[list[bytes]], list[dict[str, Any]]] | None = None
+    """Upstream file contents -> the rows written to ``file`` (None: the single file as it is)."""
 
 
-def register_dataset(name: str, shared_file: str = "", hub_id: str = "", split: str = "train") -> None:
-    """Name a public dataset for :func:`load_records`: its file under the shared data folder
-    and/or its Hugging Face id and split (for users online)."""
-    KNOWN_DATASETS[name] = (shared_file, hub_id, split)
+#: short name -> where it is; env families add the public sets they read with
+#: :func:`register_dataset` (the kernel lists none of its own)
+KNOWN_DATASETS: dict[str, PublicDataset] = {}
+
+
+def register_dataset(name: str, shared_file: str = "", hub_id: str = "", split: str = "train", *,
+                     urls: tuple[str, ...] = (), licence: str = "",
+                     convert: Callable[[list[bytes]], list[dict[str, Any]]] | None = None) -> None:
+    """Name a public dataset for :func:`load_records`: its file under a data folder, its Hugging
+    Face id and split (for users online), and the pinned upstream file(s) with their licence that
+    :func:`fetch_dataset` downloads and ``convert`` turns into that file's rows."""
+    KNOWN_DATASETS[name] = PublicDataset(name, shared_file, hub_id, split, tuple(urls), licence, convert)
+
+
+def user_data_dir() -> Path:
+    """Where ``rubricgym data fetch`` writes: ``$RUBRICGYM_DATA_DIR``, else ``~/.cache/rubricgym/data``."""
+    if os.environ.get("RUBRICGYM_DATA_DIR"):
+        return Path(os.environ["RUBRICGYM_DATA_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rubricgym" / "data"
+
+
+def data_dirs() -> list[Path]:
+    """The data folders present on this machine, searched in this order."""
+    candidates = [Path(os.environ["RUBRICGYM_DATA_DIR"])] if os.environ.get("RUBRICGYM_DATA_DIR") else []
+    candidates += [Path.cwd().parent / "shared" / "data", Path(__file__).resolve().parents[2] / "shared" / "data",
+                   user_data_dir()]
+    unique: list[Path] = []
+    for candidate in candidates:
+        if candidate.is_dir() and candidate.resolve() not in [u.resolve() for u in unique]:
+            unique.append(candidate)
+    return unique
 
 
 def shared_data_dir() -> Path | None:
-    """The shared benchmark data folder, if one is present on this machine."""
-    candidates = []
-    if os.environ.get("RUBRICGYM_DATA_DIR"):
-        candidates.append(Path(os.environ["RUBRICGYM_DATA_DIR"]))
-    candidates.append(Path.cwd().parent / "shared" / "data")
-    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data")
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
+    """The first data folder present on this machine (the shared benchmark folder, when beside us)."""
+    folders = data_dirs()
+    return folders[0] if folders else None
+
+
+def find_data_file(relative: str) -> Path | None:
+    """``relative`` in the first data folder that has it."""
+    for folder in data_dirs():
+        if (folder / relative).is_file():
+            return folder / relative
     return None
+
+
+class DatasetFetchError(DatasetLoadError):
+    """``rubricgym data fetch`` could not download; the message says what it would have fetched."""
+
+    def __init__(self, message: str, url: str = "", reason: str = ""):
+        super().__init__(message)
+        self.url, self.reason = url, reason
+
+
+def fetch_plan(name: str, dest: Path | None = None) -> str:
+    """What fetching ``name`` would download, under which licence, to where."""
+    dataset = _fetchable(name)
+    target = (dest or user_data_dir()) / dataset.file
+    lines = [f"{name}: {len(dataset.urls)} upstream file(s), licence: {dataset.licence or 'not stated upstream'}"]
+    lines += [f"  {url}" for url in dataset.urls]
+    lines.append(f"  -> {target}")
+    return "\n".join(lines)
+
+
+def _fetchable(name: str) -> PublicDataset:
+    dataset = KNOWN_DATASETS.get(name)
+    if dataset is None:
+        raise DatasetLoadError(f"unknown dataset {name!r}; known: {', '.join(sorted(KNOWN_DATASETS))}")
+    if not dataset.urls or not dataset.file:
+        where = (f"load it online from the Hugging Face hub ({dataset.hub_id})" if dataset.hub_id else
+                 "it is a join of several upstream files; read it from a data folder such as ../shared/data")
+        raise DatasetLoadError(f"{name!r} has no pinned upstream file to fetch: {where}")
+    return dataset
+
+
+def fetch_dataset(name: str, dest: Path | None = None, timeout_s: float = 60.0) -> Path:
+    """Download ``name``'s upstream file(s), convert them to the row layout its loader reads and
+    write ``<dest>/<file>`` (JSONL, or the upstream file as it is); returns the written path.
+    Offline, :class:`DatasetFetchError` says what would have been fetched."""
+    dataset = _fetchable(name)
+    target = (dest or user_data_dir()) / dataset.file
+    contents = []
+    for url in dataset.urls:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as response:
+                contents.append(response.read())
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            reason = getattr(err, "reason", err)
+            raise DatasetFetchError(f"could not download {url} ({reason}); offline? Nothing was written. "
+                                    f"This would fetch:\n{fetch_plan(name, dest)}", url, str(reason)) from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    if dataset.convert is None:
+        partial.write_bytes(contents[0])
+    else:
+        rows = dataset.convert(contents)
+        partial.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    partial.replace(target)  # atomic: a failed fetch never leaves half a file for the loader
+    return target
+
+
+def read_jsonl_or_json(content: bytes) -> list[dict[str, Any]]:
+    """Rows of an upstream file that is JSON lines, or one JSON list (some ``.json`` files are JSONL)."""
+    text = content.decode("utf-8").strip()
+    if text.startswith("["):
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def read_file(path: str | Path) -> list[dict[str, Any]]:
@@ -105,13 +213,15 @@ def load_records(source: str | Path, split: str | None = None) -> list[dict[str,
     if Path(source_str).suffix.lower() in (".jsonl", ".json", ".parquet") or Path(source_str).is_file():
         return read_file(source_str)
     if source_str in KNOWN_DATASETS:
-        relative, hub_id, hub_split = KNOWN_DATASETS[source_str]
-        folder = shared_data_dir()
-        if relative and folder is not None and (folder / relative).is_file():
-            return read_file(folder / relative)
-        if not hub_id:
-            raise DatasetLoadError(f"{source_str!r} is read from the shared data folder, which was not found; set RUBRICGYM_DATA_DIR")
-        return load_hub(hub_id, split or hub_split)
+        dataset = KNOWN_DATASETS[source_str]
+        found = find_data_file(dataset.file) if dataset.file else None
+        if found is not None:
+            return read_file(found)
+        if not dataset.hub_id:
+            fetch = f"run `rubricgym data fetch {source_str}`, or " if dataset.urls else ""
+            raise DatasetLoadError(f"{source_str!r} ({dataset.file}) is in no data folder: {fetch}set RUBRICGYM_DATA_DIR "
+                                   "to a folder that has it")
+        return load_hub(dataset.hub_id, split or dataset.split)
     if "/" in source_str:
         return load_hub(source_str, split or "train")
     raise DatasetLoadError(

@@ -95,6 +95,14 @@ def test_cli_baseline_runs(capsys):
     assert "calculator   accuracy=1.000 over 16 episodes" in out
 
 
+def test_estimate_baseline_is_exact_on_single_digits_only():
+    from rubricgym.app.baseline import estimate_policy
+
+    ask = lambda problem: estimate_policy([{"role": "user", "content": problem}])  # noqa: E731
+    assert ask("What is 7 * 8?") == "Roughly \\boxed{56}." and ask("What is 47 + 38?") == "Roughly \\boxed{90}."
+    assert ask("Solve for x: 3x + 1 = 7.") == "\\boxed{0}"
+
+
 def test_optional_dependency_skips_plainly_and_fails_under_ci(monkeypatch):
     from conftest import require
 

@@ -1,12 +1,14 @@
 """Math environments: verifiable answers, built-in generator and public benchmark loaders."""
 
+from functools import partial
+
 from rubricgym.data import register_dataset
 from rubricgym.registration import register_family
 from rubricgym.tools import register_tool
 
 from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig, shaped_reward
 from .grader import Extraction, answers_match, extract_answer, last_boxed
-from .tasks import LEVELS, PUBLIC_DATASETS, MathTask, generate_task, generated_tasks, load_tasks
+from .tasks import LEVELS, PUBLIC_DATASETS, UPSTREAM, rows_from_upstream, MathTask, generate_task, generated_tasks, load_tasks
 
 
 def register() -> None:
@@ -17,7 +19,9 @@ def register() -> None:
     """
     register_tool("calculator", "rubricgym.envs.math.calculator:CALCULATOR")
     for name, (shared_file, hub_id, split) in PUBLIC_DATASETS.items():
-        register_dataset(name, shared_file, hub_id, split)
+        url, licence = UPSTREAM.get(name, ("", ""))
+        register_dataset(name, shared_file, hub_id, split, urls=(url,) if url else (), licence=licence,
+                         convert=partial(rows_from_upstream, name))
     register_family("Math", MathEnv, ruler={"combine": "sum"}, rubric={},
                     function={"fn": "rubricgym.envs.math:shaped_reward", "name": "shaped"})
 

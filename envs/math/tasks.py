@@ -27,7 +27,7 @@ from rubricgym.data import load_records
 
 from .grader import last_boxed
 
-#: the public math sets ``dataset=`` names: (file under ../shared/data, Hugging Face id, split)
+#: the public math sets ``dataset=`` names: (file under a data folder, Hugging Face id, split)
 PUBLIC_DATASETS: dict[str, tuple[str, str, str]] = {
     "gsm8k": ("gsm8k/gsm8k_test.jsonl", "openai/gsm8k", "test"),
     "gsm8k_train": ("gsm8k/gsm8k_train.jsonl", "openai/gsm8k", "train"),
@@ -38,6 +38,38 @@ PUBLIC_DATASETS: dict[str, tuple[str, str, str]] = {
     "deepmath_5k": ("deepmath_5k/deepmath_5k.jsonl", "zwhe99/DeepMath-103K", "train"),
     "dapo": ("", "BytedTsinghua-SIA/DAPO-Math-17k", "train"),
 }
+
+_RAW = "https://raw.githubusercontent.com"
+_GSM8K = f"{_RAW}/openai/grade-school-math/3101c7d5072418e28b9008a6636bde82a006892c/grade_school_math/data"
+_RLLM = f"{_RAW}/agentica-project/rllm/874daa4acb7f451dc2a4b2b6e8ce28f5aa88d1f5/rllm/data/train/math"
+
+#: what ``rubricgym data fetch NAME`` downloads: the upstream file at the commit ../shared/data
+#: was built from (see its README), and the repository's licence
+UPSTREAM: dict[str, tuple[str, str]] = {
+    "gsm8k": (f"{_GSM8K}/test.jsonl", "MIT (openai/grade-school-math)"),
+    "gsm8k_train": (f"{_GSM8K}/train.jsonl", "MIT (openai/grade-school-math)"),
+    "math500": (f"{_RAW}/hkust-nlp/simpleRL-reason/cf1c7858bfc145a27aa733e75d930d34f0d318a6/examples/simplelr_math_eval/"
+                "data/math500/test.jsonl", "MIT (hkust-nlp/simpleRL-reason; MATH itself is MIT)"),
+    "aime2024": (f"{_RAW}/QwenLM/Qwen2.5-Math/a45202bd16f1ec06f433442dc1152d0074773465/evaluation/data/aime24/test.jsonl",
+                 "MIT (QwenLM/Qwen2.5-Math evaluation/); problem statements (c) MAA"),
+    "aime_1983_2023": (f"{_RLLM}/aime.json", "MIT (agentica-project/rllm); problem statements (c) MAA"),
+    "math_train": (f"{_RLLM}/math.json", "MIT (agentica-project/rllm; MATH itself is MIT)"),
+    "deepmath_5k": (f"{_RAW}/alibaba/ROLL/8eb27cc2dc34c4d1310b169d9b86d339004d811a/data/math_deepmath_deal.jsonl",
+                    "Apache-2.0 (alibaba/ROLL); upstream DeepMath-103K's licence not checked"),
+}
+
+
+def rows_from_upstream(name: str, contents: list[bytes]) -> list[dict[str, Any]]:
+    """An upstream math file (JSONL or a JSON list, any column layout the loader knows) as rows
+    with the shared fields: ``id``, ``problem``, ``answer`` (a string, integers without leading
+    zeros), ``source`` and the upstream extras (``solution``, ``subject``, ``level``, ``year``)."""
+    from rubricgym.data import read_jsonl_or_json
+
+    rows = []
+    for task in tasks_from_records(read_jsonl_or_json(contents[0]), name):
+        answer = task.answer.lstrip("0") or "0" if re.fullmatch(r"0\d+", task.answer) else task.answer
+        rows.append({"id": task.id, "problem": task.problem, "answer": answer, "source": name, **task.metadata})
+    return rows
 
 
 @dataclass(frozen=True)
@@ -195,7 +227,8 @@ def tasks_from_records(records: list[dict[str, Any]], name: str) -> list[MathTas
             )
         extra = record.get("extra_info") if isinstance(record.get("extra_info"), dict) else {}
         task_id = record.get("id") or record.get("unique_id") or extra.get("index") or f"{name}-{index}"
-        metadata = {k: record[k] for k in ("source", "subject", "level", "answer_type", "difficulty", "year") if k in record}
+        metadata = {k: record[k] for k in ("source", "subject", "level", "answer_type", "difficulty", "year", "solution")
+                    if k in record}
         tasks.append(MathTask(str(task_id), problem, answer, metadata))
     return tasks
 

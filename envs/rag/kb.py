@@ -20,6 +20,12 @@ from rubricgym.data import DatasetLoadError, load_records, read_file
 #: the public RAG sets ``dataset=`` names, read from ../shared/data
 PUBLIC_FILES = {"covid_faq": "covid_faq/faq_queries.jsonl", "covid_faq_corpus": "covid_faq/faq_corpus.jsonl",
                 "xquad_en": "xquad_en/xquad_en.jsonl", "mtrag_un": "mtrag_un/mtrag_un_reference.jsonl"}
+#: their licences (../shared/data/README.md); these are joins of several upstream files, so
+#: ``rubricgym data fetch`` does not rebuild them: read them from ../shared/data
+LICENCES = {"covid_faq": "Apache-2.0 (deepset-ai/COVID-QA); FAQ text from public-health websites",
+            "covid_faq_corpus": "Apache-2.0 (deepset-ai/COVID-QA); FAQ text from public-health websites",
+            "xquad_en": "CC BY-SA 4.0 (google-deepmind/xquad; share-alike applies to derived data)",
+            "mtrag_un": "Apache-2.0 (IBM/mt-rag-benchmark); passages keep their corpora's terms"}
 
 BUILTIN = Path(__file__).resolve().parent / "data" / "lumen_kb.json"
 

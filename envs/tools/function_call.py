@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubricgym.chatenv import ChatEnv, Score, make_config
-from rubricgym.data import DatasetLoadError, load_records, shared_data_dir
+from rubricgym.data import DatasetLoadError, load_records
 from rubricgym.tools import ParsedAction
 
 from .bfcl import check_calls, to_openai_schema
@@ -25,7 +25,7 @@ class FunctionCallConfig:
     """Every knob of :class:`FunctionCallEnv`."""
 
     dataset: str = "simple_python"
-    """A BFCL-format .jsonl path, or a category name read from ../shared/data/bfcl_v4."""
+    """A BFCL-format .jsonl path, or a category name (``bfcl_v4/<category>.jsonl`` in a data folder; ``rubricgym data fetch bfcl_<category>``)."""
     correct_reward: float = 1.0
     incorrect_reward: float = 0.0
     max_action_chars: int = 200_000
@@ -44,12 +44,8 @@ class FunctionCallEnv(ChatEnv):
     def __init__(self, config: FunctionCallConfig | None = None, render_mode: str | None = None, **kwargs: Any):
         self.config = cfg = make_config(FunctionCallConfig, config, kwargs)
         path = cfg.dataset
-        if not str(path).endswith(".jsonl"):
-            folder = shared_data_dir()
-            if folder is None:
-                raise DatasetLoadError(f"BFCL category {path!r} is read from ../shared/data/bfcl_v4; pass a .jsonl path")
-            path = folder / "bfcl_v4" / f"{cfg.dataset}.jsonl"
-        self.tasks = load_records(path)
+        # a category is the registered dataset bfcl_<category> (any data folder, or `rubricgym data fetch`)
+        self.tasks = load_records(path if str(path).endswith(".jsonl") else f"bfcl_{path}")
         if not self.tasks or "function" not in self.tasks[0]:
             raise DatasetLoadError(f"{path}: not a BFCL-format file (rows need 'question' and 'function')")
         self.max_action_chars = cfg.max_action_chars

@@ -3,7 +3,10 @@
 * ``calculator``: copies the arithmetic expression out of a "What is ...?" problem, asks the
   calculator tool, then answers ``\\boxed{result}``. It cannot read word problems or equations,
   so it guesses the last number there: an honest, non-learning reference point.
-* ``last_number``: answers the last number in the problem (the guess every reader could make).
+* ``estimate``: no tools, no reading of word problems: rounds every number of a "What is ...?"
+  expression to one significant digit and computes that (exact when all operands are single
+  digits, so it marks how much of a level needs real arithmetic); elsewhere it answers 0.
+  (It replaced a last-number guesser that scored 0.000 at every level and told nobody anything.)
 """
 
 from __future__ import annotations
@@ -34,12 +37,24 @@ def calculator_policy(messages: list[dict[str, Any]]) -> str:
     return f"I am not sure; my guess is \\boxed{{{_last_number(problem)}}}."
 
 
-def last_number_policy(messages: list[dict[str, Any]]) -> str:
+def _one_significant_digit(number: re.Match) -> str:
+    value = int(number.group())
+    return str(round(value, -(len(str(value)) - 1)))
+
+
+def estimate_policy(messages: list[dict[str, Any]]) -> str:
+    """A one-significant-digit estimate of an arithmetic problem, without tools."""
+    from rubricgym.envs.math.calculator import calculate
+
     problem = next(m["content"] for m in messages if m["role"] == "user")
-    return f"\\boxed{{{_last_number(problem)}}}"
+    match = EXPRESSION.search(problem.strip())
+    if not match:
+        return "\\boxed{0}"
+    rounded = re.sub(r"\d+", _one_significant_digit, match.group(1))
+    return f"Roughly \\boxed{{{calculate(rounded)}}}."
 
 
-POLICIES = {"calculator": calculator_policy, "last_number": last_number_policy}
+POLICIES = {"calculator": calculator_policy, "estimate": estimate_policy}
 
 
 def run_baseline(policy: str = "calculator", episodes: int = 120, group_size: int = 4, seed: int = 0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -81,7 +82,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
     llm_config = LLMConfig(timeout_s=args.timeout, cache_dir=None if args.no_cache else LLMConfig().cache_dir)
     judge = make_llm(args.judge, api_base=args.api_base, config=llm_config)
     config = config_from_args(RulerConfig, args, args.config_flags["ruler"], debug=False)
-    result = ruler_score_sync(trajectories, judge, config, tools)
+    with _spinner(f"judging {len(trajectories)} trajectories with {judge.name}"):
+        result = ruler_score_sync(trajectories, judge, config, tools)
     if args.debug:
         print_ruler_result(result, title=f"RULER ({judge.name})", labels=labels)
     if args.output:
@@ -97,6 +99,47 @@ def cmd_judge(args: argparse.Namespace) -> int:
           f"prompt_tokens={judge.usage.prompt_tokens} completion_tokens={judge.usage.completion_tokens} "
           f"cost_usd={judge.usage.cost_usd:.4f} clamped={result.clamped}")
     return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from rubricgym.app import llmbar
+    from rubricgym.data import KNOWN_DATASETS, DatasetFetchError, DatasetLoadError, fetch_dataset, fetch_plan, find_data_file
+
+    llmbar.register()
+    if args.action == "list":
+        width = max(len(name) for name in KNOWN_DATASETS)
+        for name, dataset in sorted(KNOWN_DATASETS.items()):
+            found = find_data_file(dataset.file) if dataset.file else None
+            where = str(found) if found else ("fetchable" if dataset.urls else f"hub only: {dataset.hub_id}")
+            print(f"{name:<{width}}  {where}   licence: {dataset.licence or '-'}")
+        return 0
+    names = [n for n, d in sorted(KNOWN_DATASETS.items()) if d.urls] if args.names == ["all"] else args.names
+    dest = Path(args.dest) if args.dest else None
+    status = 0
+    for name in names:
+        try:
+            print(fetch_plan(name, dest))
+            if not args.dry_run:
+                print(f"  wrote {fetch_dataset(name, dest)}")
+        except DatasetFetchError as err:
+            print(f"  not fetched: {err.reason} (offline? nothing was written)", file=sys.stderr)
+            status = 2
+        except DatasetLoadError as err:
+            print(f"error: {err}", file=sys.stderr)
+            status = 2
+    return status
+
+
+@contextlib.contextmanager
+def _spinner(description: str):
+    """A spinner with elapsed time on stderr for one long call (one judge call has no steps to count)."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as progress:
+        progress.add_task(description, total=None)
+        yield
 
 
 def write_judged(path: str, labels: list[str], trajectories: list[list[dict]], tools: list | None, result, judge_name: str) -> None:
@@ -242,7 +285,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_envs)
 
     p = sub.add_parser("baseline", help="run scripted baseline policies on Math-v0 (built-in data) and print accuracy")
-    p.add_argument("--policy", default="calculator,last_number", help="comma-separated: calculator, last_number",
+    p.add_argument("--policy", default="calculator,estimate", help="comma-separated: calculator, estimate",
                    type=_policies)
     p.add_argument("--episodes", type=int, default=120)
     p.add_argument("--group-size", type=int, default=4)
@@ -260,6 +303,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help="append the judged group to this JSONL file (for rubricgym view)")
     ruler = add_config_flags(p, RulerConfig)  # --rubric takes text or @file
     p.set_defaults(func=cmd_judge, config_flags={"ruler": ruler})
+
+    p = sub.add_parser("data", help="list the public datasets envs read by name, or fetch their pinned upstream files")
+    p.add_argument("action", choices=["list", "fetch"])
+    p.add_argument("names", nargs="*", default=["all"], help="dataset names (`rubricgym data list`), or all")
+    p.add_argument("--dest", default=None, help="data folder to write (default: $RUBRICGYM_DATA_DIR, else ~/.cache/rubricgym/data)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be fetched, under which licence, to where")
+    p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("view", help="write a self-contained HTML report of a run folder or a judged JSONL file")
     p.add_argument("source", help="a `rubricgym train` output folder, or the JSONL of `rubricgym judge --output`")
