@@ -182,6 +182,26 @@ class Policy:
                               target_modules=self.config.lora_target_modules, task_type="CAUSAL_LM")
             model = get_peft_model(model, lora)
         self.model = model.to(self.device, dtype=self.dtype)
+        self._set_generation(tokenizer)
+
+    @classmethod
+    def wrap(cls, model: Any, tokenizer: Any, config: PolicyConfig | None = None) -> "Policy":
+        """Sampling on a model another trainer owns (TRL's): no adapter added, nothing moved or cast.
+
+        Example:
+            >>> policy = Policy.wrap(trainer.model, trainer.processing_class)        # doctest: +SKIP
+        """
+        policy = cls.__new__(cls)
+        policy.config = config or PolicyConfig(lora_r=0)
+        parameter = next(model.parameters())
+        policy.device, policy.dtype = parameter.device, parameter.dtype
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        policy.tokenizer, policy.model = tokenizer, model
+        policy._set_generation(tokenizer)
+        return policy
+
+    def _set_generation(self, tokenizer: Any) -> None:
         self.threads = ThreadTuner(self.config.cpu_threads if self.device.type == "cpu" else "fixed")
         self.stop_ids = sorted({i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
                                 if isinstance(i, int) and i >= 0})
@@ -218,11 +238,25 @@ class Policy:
     def sample(self, conversations: Sequence[Sequence[dict[str, Any]]], max_new_tokens: int | None = None,
                temperature: float | None = None, greedy: bool = False) -> list[Sample]:
         """Sample one completion per conversation (one left-padded batch), with per-token log-probs."""
-        if not conversations:
+        return self.sample_ids([self.encode_prompt(c) for c in conversations], max_new_tokens, temperature, greedy)
+
+    @torch.no_grad()
+    def sample_ids(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | None = None,
+                   temperature: float | None = None, greedy: bool = False) -> list[Sample]:
+        """Sample one completion per token prompt (a trainer's own token sequences, e.g. multi-turn
+        transcripts in TRL), with per-token log-probs; the model's train/eval mode is restored."""
+        if not prompts:
             return []
+        prompts = [list(p) for p in prompts]
         max_new_tokens = max_new_tokens or self.config.max_new_tokens
         temperature = temperature if temperature is not None else self.config.temperature
-        prompts = [self.encode_prompt(c) for c in conversations]
+        was_training = self.model.training
+        try:
+            return self._generate(prompts, max_new_tokens, temperature, greedy)
+        finally:
+            self.model.train(was_training)
+
+    def _generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float, greedy: bool) -> list[Sample]:
         ids, mask = self._left_pad(prompts)
         self.model.eval()
         with self.threads.choose() as timer:

@@ -40,6 +40,7 @@ def default_model_dir() -> Path:
     target = model_cache_dir() / DEFAULT_MODEL
     with _load_lock:
         if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+            _drop_null_quantization(target / "config.json")
             return target
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -55,8 +56,22 @@ def default_model_dir() -> Path:
         tmp = target.with_name(target.name + f".tmp{os.getpid()}")
         clean.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        _drop_null_quantization(tmp / "config.json")
         tmp.replace(target) if not target.exists() else None
         return target
+
+
+def _drop_null_quantization(config_path: Path) -> None:
+    """Remove a ``"quantization_config": null`` entry: some transformers versions write it and
+    others fail to load it (5.10 reads it as a dict), so the cached folder must not carry it."""
+    import json
+
+    config = json.loads(config_path.read_text())
+    if "quantization_config" in config and config["quantization_config"] is None:
+        del config["quantization_config"]
+        partial = config_path.with_name(config_path.name + f".tmp{os.getpid()}")
+        partial.write_text(json.dumps(config, indent=2) + "\n")
+        partial.replace(config_path)
 
 
 def resolve_model_path(model: str | None) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_OF = {"rubricgym": "rubricgym", "envs": "rubricgym.envs", "wrappers": "rubricgym.wrappers", "agents": "rubricgym.agents"}
-APPLICATION = ("rubricgym/app/", "rubricgym/__main__.py")
+APPLICATION = ("rubricgym/app/", "rubricgym/integrations/", "rubricgym/__main__.py")
 
 
 def imports(path: Path) -> list[tuple[int, str]]:

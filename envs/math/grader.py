@@ -172,6 +172,12 @@ def _decide(gold: str, predicted: str, timeout_s: float) -> bool:
     gold_number, predicted_number = _as_fraction(gold_norm), _as_fraction(predicted_norm)
     if gold_number is not None and predicted_number is not None:
         return gold_number == predicted_number
+    # "50\\%" answers 0.5 and the reverse, decided here: math-verify's LaTeX parser reads "50\\%" as 50
+    # under the antlr 4.9 runtime that verl's hydra pins, as 1/2 under antlr 4.13
+    for percent, number in ((gold_norm, predicted_number), (predicted_norm, gold_number)):
+        value = _as_fraction(PERCENT.sub("", percent)) if PERCENT.search(percent) else None
+        if value is not None and number is not None and value / 100 == number:
+            return True
     if len(predicted) > MAX_ANSWER_CHARS:
         return False
     if threading.current_thread() is threading.main_thread():

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from rubricgym.judges.oracle import OracleJudge, is_oracle
 from rubricgym.llm import LLM, LLMCallError, make_llm
 
 from .base import Combine, GroupScore, Member, MemberScore, combine_reward, run_sync
@@ -274,6 +275,15 @@ def print_ruler_result(result: RulerResult, title: str = "RULER", labels: Sequen
     Console(stderr=True).print(table)
 
 
+def oracle_ruler_result(oracle: OracleJudge, seed: str, good: Sequence[bool | None]) -> RulerResult:
+    """What a simulated judge says about a group (labelled simulated in every explanation)."""
+    if any(g is None for g in good):
+        return RulerResult([None] * len(good), [""] * len(good), failed=True,
+                           error=f"{oracle.name} needs each member's verified outcome (episode.correct); one has none")
+    scores = oracle.scores([bool(g) for g in good], seed=seed)
+    return RulerResult(list(scores), [f"{oracle.name}: scored from the verified outcome"] * len(good), unique=len(good))
+
+
 class RulerScorer:
     """RULER as a group scorer: one judge call per group (per permutation), scores in [0, 1].
 
@@ -293,15 +303,24 @@ class RulerScorer:
     def __init__(self, judge: Any = "local", config: RulerConfig | None = None, combine: Combine = "sum",
                  api_base: str | None = None):
         combine_reward(0.0, {"ruler": 0.0}, combine)  # a bad combine fails here, not after the first judge call
-        self.judge = make_llm(judge, api_base=api_base)
+        # "oracle:<accuracy>": a simulated judge of known accuracy that reads the verified outcomes
+        self.oracle = OracleJudge.parse(judge) if is_oracle(judge) else None
+        self.judge = None if self.oracle else make_llm(judge, api_base=api_base)
         self.config = config or RulerConfig()
         self.combine = combine
         self.last_result: RulerResult | None = None
         self.failure_causes: set[str] = set()
 
+    def oracle_result(self, task_id: str, members: Sequence[Member]) -> RulerResult:
+        seed = task_id + "|" + "|".join(m.episode.answer or "" for m in members)
+        return oracle_ruler_result(self.oracle, seed, [m.episode.correct for m in members])
+
     async def score_group(self, task_id: str, members: Sequence[Member]) -> GroupScore:
         tools = next((m.episode.tools for m in members if m.episode.tools), None)
-        result = await ruler_score([m.messages for m in members], self.judge, self.config, tools)
+        if self.oracle is not None:
+            result = self.oracle_result(task_id, members)
+        else:
+            result = await ruler_score([m.messages for m in members], self.judge, self.config, tools)
         self.last_result = result
         if result.failed:
             cause = (result.error or "").split("(")[-1][:80]
