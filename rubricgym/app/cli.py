@@ -101,6 +101,22 @@ def cmd_judge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_judge_eval(args: argparse.Namespace) -> int:
+    from rubricgym.app.llmbar import SUBSETS, judge_pairs, published_rows
+
+    subsets = args.subsets.split(",")
+    unknown = [s for s in subsets if s not in SUBSETS]
+    if unknown:
+        print(f"error: unknown subset(s) {unknown}; choose from {list(SUBSETS)}", file=sys.stderr)
+        return 2
+    for subset in subsets:
+        print(judge_pairs(args.judge, subset, args.limit, api_base=args.api_base).line(), flush=True)
+        for name, stats in published_rows(subset).items():
+            if name.endswith("(Vanilla)"):
+                print(f"  published {name:<22} acc={stats['accuracy']:.3f} both={stats['both_correct']:.3f}")
+    return 0
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     from rubricgym.app import llmbar
     from rubricgym.data import KNOWN_DATASETS, DatasetFetchError, DatasetLoadError, fetch_dataset, fetch_plan, find_data_file
@@ -303,6 +319,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help="append the judged group to this JSONL file (for rubricgym view)")
     ruler = add_config_flags(p, RulerConfig)  # --rubric takes text or @file
     p.set_defaults(func=cmd_judge, config_flags={"ruler": ruler})
+
+    p = sub.add_parser("judge-eval", help="pairwise accuracy of a judge on LLMBar (both presentation orders)",
+                       formatter_class=formatter)
+    p.add_argument("--judge", default="local", help="LiteLLM model string, 'local', 'oracle:<accuracy>' (simulated) or 'random'")
+    p.add_argument("--api-base", default=None, help="OpenAI-compatible server (use --judge openai/<name>)")
+    p.add_argument("--subsets", default="natural", help="comma-separated: natural, adversarial_neighbor, adversarial_gptinst")
+    p.add_argument("--limit", type=int, default=None, help="pairs per subset (default: all)")
+    p.set_defaults(func=cmd_judge_eval)
 
     p = sub.add_parser("data", help="list the public datasets envs read by name, or fetch their pinned upstream files")
     p.add_argument("action", choices=["list", "fetch"])

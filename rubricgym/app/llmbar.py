@@ -7,6 +7,7 @@ or ``rubricgym data fetch llmbar_<subset>``).
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,13 @@ class PairVerdicts:
         """LLMBar's ``correct_both``: pairs judged right in both orders."""
         return float(np.mean([a and b for a, b in self.correct])) if self.correct else float("nan")
 
+    def line(self) -> str:
+        """One report line (``rubricgym judge-eval`` and benchmarks/judge_llmbar.py)."""
+        low, high = self.interval()
+        return (f"{self.judge:<16} {self.subset:<22} pairs={self.pairs:3d} acc={self.accuracy:.3f} [{low:.2f}, {high:.2f}] "
+                f"both={self.both_correct:.3f} ties={self.ties} failed={self.failures} "
+                f"s/pair={self.seconds / max(1, self.pairs):.2f}")
+
     def interval(self, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
         """Bootstrap interval of :attr:`accuracy`, resampling pairs."""
         if not self.correct:
@@ -96,7 +104,7 @@ def pair_trajectories(row: dict[str, Any], gold_first: bool) -> tuple[list[list[
     return group, 0 if gold_first else 1
 
 
-def judge_pairs(judge: str, subset: str, limit: int | None = None, api_base: str | None = None,
+def judge_pairs(judge: Any, subset: str, limit: int | None = None, api_base: str | None = None,
                 config: Any = None, progress: bool = True) -> PairVerdicts:
     """Pairwise accuracy of ``judge`` (a LiteLLM model string, ``local``, ``oracle:<acc>`` or
     ``random``) on one LLMBar subset, both presentation orders; the RULER prompt on each pair as a
@@ -110,11 +118,11 @@ def judge_pairs(judge: str, subset: str, limit: int | None = None, api_base: str
     from rubricgym.llm import make_llm
 
     rows = load_pairs(subset)[:limit]
-    verdicts = PairVerdicts(judge, subset)
+    verdicts = PairVerdicts(judge if isinstance(judge, str) else str(getattr(judge, "name", judge)), subset)
     oracle = OracleJudge.parse(judge) if is_oracle(judge) else None
     llm = None if oracle or judge == "random" else make_llm(judge, api_base=api_base)
     config = config or RulerConfig()
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(zlib.crc32(subset.encode()))  # the random judge: its own draws per subset
     for index, row in enumerate(tqdm(rows, desc=f"{judge} on {subset}", unit="pair", disable=not progress)):
         outcome = []
         for gold_first in (True, False):
