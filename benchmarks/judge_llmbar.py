@@ -33,12 +33,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def main(argv: list[str] | None = None) -> None:
     from rubricgym.app.llmbar import SUBSETS, judge_pairs, published_rows
+    from rubricgym.judges.ruler import RulerConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judges", default="oracle:1.0,oracle:0.7,random")
     parser.add_argument("--subsets", default=",".join(SUBSETS))
     parser.add_argument("--limit", type=int, default=None, help="pairs per subset (default: all)")
     parser.add_argument("--api-base", default=None)
+    parser.add_argument("--scoring", default="sampled", choices=["sampled", "probability"],
+                        help="probability: G-Eval expected scores (the in-process judge only)")
     parser.add_argument("--output", default=str(RESULTS / "judge_llmbar"), help="path stem of the .md/.json/.png")
     args = parser.parse_args(argv)
 
@@ -50,17 +53,18 @@ def main(argv: list[str] | None = None) -> None:
     pairs = 0
     for judge in args.judges.split(","):
         for subset in args.subsets.split(","):
-            verdicts = judge_pairs(judge, subset, args.limit, api_base=args.api_base)
+            verdicts = judge_pairs(judge, subset, args.limit, api_base=args.api_base, config=RulerConfig(scoring=args.scoring),
+                                   label=judge + ("+probability" if args.scoring == "probability" else ""))
             low, high = verdicts.interval()
-            rows[f"{judge}|{subset}"] = {
-                "judge": judge, "subset": subset, "pairs": verdicts.pairs, "accuracy": verdicts.accuracy,
+            rows[f"{verdicts.judge}|{subset}"] = {
+                "judge": verdicts.judge, "subset": subset, "pairs": verdicts.pairs, "accuracy": verdicts.accuracy,
                 "ci": [low, high], "both_correct": verdicts.both_correct, "ties": verdicts.ties,
                 "failures": verdicts.failures, "seconds_per_pair": verdicts.seconds / max(1, verdicts.pairs),
                 "tokens_per_pair": verdicts.tokens / max(1, verdicts.pairs),
                 "command": "python benchmarks/judge_llmbar.py " + " ".join(sys.argv[1:] if argv is None else argv)}
             pairs = max(pairs, verdicts.pairs)
             print(verdicts.line(), flush=True)
-            summary.append(f"{judge}:{subset}={verdicts.accuracy:.3f}")
+            summary.append(f"{verdicts.judge}:{subset}={verdicts.accuracy:.3f}")
     store.write_text(json.dumps(rows, indent=1))
     write_table(rows, stem, published_rows)
     print("RESULT pairs=" + str(pairs) + " " + " ".join(summary))

@@ -48,3 +48,30 @@ def test_a_real_judge_behind_a_loopback_server(llama_server, shared_data, tmp_pa
     assert verdicts.pairs == 2 and judge.usage.calls >= 4 - verdicts.failures  # both orders of both pairs were sent
     assert 0.0 <= verdicts.accuracy <= 1.0 and verdicts.tokens > 0
     assert json.loads(json.dumps(verdicts.correct))  # plain booleans (numpy bools once made pairs count half)
+
+
+def test_probability_scoring_needs_next_token_probabilities():
+    from judges import scripted_judge
+
+    from rubricgym.judges.ruler import RulerConfig, ruler_score_sync
+
+    group = [[{"role": "user", "content": "2+3?"}, {"role": "assistant", "content": a}] for a in ("5", "7")]
+    result = ruler_score_sync(group, scripted_judge()[0], RulerConfig(scoring="probability"))
+    assert result.failed and "probability scoring needs next-token probabilities" in result.error
+    with pytest.raises(ValueError, match="scoring must be"):
+        RulerConfig(scoring="vibes")
+
+
+@pytest.mark.slow
+def test_probability_scoring_with_the_in_process_judge_gives_distinct_expected_scores():
+    from rubricgym.judges.ruler import RulerConfig, ruler_score_sync
+    from rubricgym.llm import make_llm
+
+    judge = make_llm("local")
+    group = [[{"role": "system", "content": "Answer math questions."}, {"role": "user", "content": "What is 2+3?"},
+              {"role": "assistant", "content": a}] for a in ("2 + 3 = 5.", "It is 7.", "banana", "2 + 3 = 5.")]
+    result = ruler_score_sync(group, judge, RulerConfig(scoring="probability", permutations=2))
+    assert not result.failed and result.judge_calls == 2 and result.unique == 3
+    assert all(0.05 <= s <= 0.95 for s in result.scores) and len(set(result.scores[:3])) == 3  # a ranking, no ties
+    assert result.scores[0] == result.scores[3]  # identical trajectories judged once
+    assert all(len(raw) == 2 for raw in result.raw_scores)  # one expected score per presentation order

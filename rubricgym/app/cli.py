@@ -103,6 +103,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 def cmd_judge_eval(args: argparse.Namespace) -> int:
     from rubricgym.app.llmbar import SUBSETS, judge_pairs, published_rows
+    from rubricgym.judges.ruler import RulerConfig
 
     subsets = args.subsets.split(",")
     unknown = [s for s in subsets if s not in SUBSETS]
@@ -110,7 +111,8 @@ def cmd_judge_eval(args: argparse.Namespace) -> int:
         print(f"error: unknown subset(s) {unknown}; choose from {list(SUBSETS)}", file=sys.stderr)
         return 2
     for subset in subsets:
-        print(judge_pairs(args.judge, subset, args.limit, api_base=args.api_base).line(), flush=True)
+        config = RulerConfig(scoring=args.scoring)
+        print(judge_pairs(args.judge, subset, args.limit, api_base=args.api_base, config=config).line(), flush=True)
         for name, stats in published_rows(subset).items():
             if name.endswith("(Vanilla)"):
                 print(f"  published {name:<22} acc={stats['accuracy']:.3f} both={stats['both_correct']:.3f}")
@@ -326,6 +328,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server (use --judge openai/<name>)")
     p.add_argument("--subsets", default="natural", help="comma-separated: natural, adversarial_neighbor, adversarial_gptinst")
     p.add_argument("--limit", type=int, default=None, help="pairs per subset (default: all)")
+    p.add_argument("--scoring", default="sampled", choices=["sampled", "probability"],
+                   help="probability: G-Eval expected scores from the judge's next-token distribution (in-process judge)")
     p.set_defaults(func=cmd_judge_eval)
 
     p = sub.add_parser("data", help="list the public datasets envs read by name, or fetch their pinned upstream files")

@@ -105,7 +105,7 @@ def pair_trajectories(row: dict[str, Any], gold_first: bool) -> tuple[list[list[
 
 
 def judge_pairs(judge: Any, subset: str, limit: int | None = None, api_base: str | None = None,
-                config: Any = None, progress: bool = True) -> PairVerdicts:
+                config: Any = None, progress: bool = True, label: str | None = None) -> PairVerdicts:
     """Pairwise accuracy of ``judge`` (a LiteLLM model string, ``local``, ``oracle:<acc>`` or
     ``random``) on one LLMBar subset, both presentation orders; the RULER prompt on each pair as a
     group of two. A tie or a failed call counts as wrong (and is counted)."""
@@ -118,7 +118,7 @@ def judge_pairs(judge: Any, subset: str, limit: int | None = None, api_base: str
     from rubricgym.llm import make_llm
 
     rows = load_pairs(subset)[:limit]
-    verdicts = PairVerdicts(judge if isinstance(judge, str) else str(getattr(judge, "name", judge)), subset)
+    verdicts = PairVerdicts(label or (judge if isinstance(judge, str) else str(getattr(judge, "name", judge))), subset)
     oracle = OracleJudge.parse(judge) if is_oracle(judge) else None
     llm = None if oracle or judge == "random" else make_llm(judge, api_base=api_base)
     config = config or RulerConfig()

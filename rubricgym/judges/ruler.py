@@ -26,7 +26,7 @@ import json
 import random
 import warnings
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -91,8 +91,16 @@ class RulerConfig:
     """Longest explanation the reply schema allows: constrained decoders (llama.cpp, the
     in-process judge) close the string there, so a rambling judge still finishes its reply.
     0 asks for scores only (a tiny judge's explanations cost most of its tokens)."""
+    scoring: str = "sampled"
+    """``"sampled"``: the judge writes its scores (any judge). ``"probability"`` (G-Eval; the
+    in-process judge only): each trajectory's score is the expected value of its first decimal
+    under the judge's next-token distribution, read in one forward pass, without explanations."""
     debug: bool = False
     """Print each group's scores and the judge's reasoning (rich)."""
+
+    def __post_init__(self):
+        if self.scoring not in ("sampled", "probability"):
+            raise ValueError(f"scoring must be 'sampled' or 'probability', got {self.scoring!r}")
 
 
 @dataclass
@@ -229,6 +237,8 @@ async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | st
             max_fixes=config.max_fixes, max_tokens=config.max_tokens)
         return response, completion
 
+    if config.scoring == "probability":
+        return await _probability_scores(judge, unique_trajectories, ids, orders, config, tools, member_to_unique, result)
     try:
         outcomes = await asyncio.gather(*(one(order) for order in orders))
     except LLMCallError as err:
@@ -253,6 +263,31 @@ async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | st
     result.cache_hits = judge.usage.cache_hits - hits_before
     if config.debug:
         print_ruler_result(result, title=f"RULER ({judge.name})")
+    return result
+
+
+async def _probability_scores(judge: LLM, trajectories, ids, orders, config: RulerConfig, tools, member_to_unique,
+                              result: RulerResult) -> RulerResult:
+    """RULER by G-Eval: the reply is forced to ``{"scores": [{"trajectory_id": <id>, "score": 0.`` for each
+    id and the next digit's distribution gives the expected score (averaged over permutations)."""
+    expected = getattr(judge.backend, "expected_scores", None)
+    if expected is None:
+        result.failed, result.error = True, (f"{judge.name}: probability scoring needs next-token probabilities "
+                                             "(the in-process judge, judge='local'); use scoring='sampled'")
+        return result
+    per_id: dict[str, list[float]] = defaultdict(list)
+    for order in orders:
+        messages = build_judge_messages(trajectories, ids, order, replace(config, explanation_max_chars=0), tools)
+        prefixes = ['{"scores": [{"trajectory_id": "%s", "score": 0.' % ids[i] for i in order]
+        scores, prompt_tokens = await asyncio.to_thread(expected, messages, prefixes)
+        result.prompt_tokens += prompt_tokens
+        result.judge_calls += 1
+        for i, score in zip(order, scores):
+            per_id[ids[i]].append(float(score))
+    unique_scores = [float(np.mean(per_id[i])) for i in ids]
+    result.raw_scores = [per_id[i] for i in ids]
+    result.scores = [unique_scores[u] for u in member_to_unique]
+    result.explanations = ["expected score under the judge's next-token distribution (G-Eval)"] * len(member_to_unique)
     return result
 
 

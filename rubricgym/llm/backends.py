@@ -153,3 +153,29 @@ class TransformersBackend:
 
     async def complete(self, messages, response_format, timeout_s, **params) -> Completion:
         return await asyncio.to_thread(self._generate, messages, response_format, timeout_s, **params)
+
+    def expected_scores(self, messages: list[dict[str, Any]], reply_prefixes: list[str]) -> tuple[list[float], int]:
+        """G-Eval scoring: for each reply prefix ending just before a score's first decimal (``... "score": 0.``),
+        the expected score under the model's next-token distribution over the digits 0-9
+        (``sum p(d) (d + 0.5) / 10``), so a small judge's scores carry a ranking instead of a
+        sampled tie. One batched forward pass; returns the scores and the prompt tokens read."""
+        import torch
+
+        with self._lock:
+            model, tokenizer = self._load()
+            digits = [tokenizer.encode(str(d), add_special_tokens=False) for d in range(10)]
+            if any(len(ids) != 1 for ids in digits):
+                raise ValueError(f"{self.name}: probability scoring needs single-token digits")
+            digit_ids = torch.tensor([ids[0] for ids in digits])
+            prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            sequences = [tokenizer.encode(prompt + prefix, add_special_tokens=False) for prefix in reply_prefixes]
+            width = max(len(seq) for seq in sequences)
+            pad = tokenizer.pad_token_id
+            ids = torch.tensor([[pad] * (width - len(seq)) + seq for seq in sequences], device=model.device)
+            mask = torch.tensor([[0] * (width - len(seq)) + [1] * len(seq) for seq in sequences], device=model.device)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            with torch.no_grad():
+                logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, -1, :].float()
+            probabilities = torch.softmax(logits[:, digit_ids.to(logits.device)], dim=-1)
+            values = (torch.arange(10, device=logits.device, dtype=torch.float32) + 0.5) / 10
+            return (probabilities * values).sum(-1).tolist(), int(mask.sum())
