@@ -32,16 +32,23 @@ class GRPOConfig(AlgoConfig):
     """Leave completions that hit the token limit out of the loss."""
     advantage_eps: float = 1e-4
     """Added to the std before dividing (TRL's 1e-4)."""
+    min_group_std: float = 0.0
+    """With group scaling, divide by ``max(std, min_group_std)``: near-equal judge scores (1.0 vs
+    0.9999) then give near-zero advantages instead of full-size ones. 0 = TRL's behaviour. Off by
+    default until a sensitivity run shows it helps (issue #15); e.g. 0.05 for 0..1 judge scores."""
 
 
 def group_advantages(rewards: torch.Tensor, group_ids: Sequence[int], scale: str = "group",
-                     eps: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor]:
-    """Advantages ``(r - group mean) / scale`` and the mask of zero-variance groups.
+                     eps: float = 1e-4, min_std: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages ``(r - group mean) / scale`` and the mask of zero-variance groups; with group
+    scaling the std is floored at ``min_std``.
 
     Example:
         >>> adv, zero = group_advantages(torch.tensor([1., 0., 1., 1.]), [0, 0, 1, 1])
         >>> [round(a, 3) for a in adv.tolist()], zero.tolist()
-        [0.707, -0.707, 0.0, 0.0] [False, False, True, True]
+        ([0.707, -0.707, 0.0, 0.0], [False, False, True, True])
+        >>> [round(a, 3) for a in group_advantages(torch.tensor([1.0, 0.9999]), [0, 0], min_std=0.05)[0].tolist()]
+        [0.001, -0.001]
     """
     rewards = rewards.float()
     groups = torch.as_tensor(list(group_ids))
@@ -55,7 +62,7 @@ def group_advantages(rewards: torch.Tensor, group_ids: Sequence[int], scale: str
         zero_variance[members] = bool(std == 0)
         if std == 0:
             continue  # no signal in this group: advantage 0 (and no 0/0 when eps is 0)
-        advantages[members] = centered / (std + eps) if scale == "group" else centered
+        advantages[members] = centered / (max(std, min_std) + eps) if scale == "group" else centered
     if scale == "batch":
         advantages = advantages / (rewards.std(unbiased=True) + eps)
     elif scale not in ("group", "none"):
@@ -77,7 +84,8 @@ class GRPO:
         keys = [(t.group, t.role) for t in turns]
         ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
         rewards = torch.tensor([t.reward for t in turns])
-        return group_advantages(rewards, [ids[k] for k in keys], self.config.scale_rewards, self.config.advantage_eps)
+        return group_advantages(rewards, [ids[k] for k in keys], self.config.scale_rewards, self.config.advantage_eps,
+                                self.config.min_group_std)
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         cfg = self.config

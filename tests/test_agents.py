@@ -57,6 +57,12 @@ def test_group_advantages_by_hand():
     assert none[:4].tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5])
     batch, _ = group_advantages(rewards, [0, 0, 0, 0, 1, 1], scale="batch", eps=0.0)
     assert batch[:4].tolist() == pytest.approx((torch.tensor([1.5, -0.5, -0.5, -0.5]) / rewards.std()).tolist())
+    # near-equal judge scores: without a floor they become full-size advantages, with one they stay small
+    judged = torch.tensor([1.0, 0.9999, 0.2, 0.8])
+    raw, _ = group_advantages(judged, [0, 0, 1, 1], eps=0.0)
+    floored, _ = group_advantages(judged, [0, 0, 1, 1], eps=0.0, min_std=0.05)
+    assert raw[:2].tolist() == pytest.approx([0.7071, -0.7071], abs=1e-3)
+    assert floored[:2].abs().max() < 2e-3 and floored[2:].tolist() == pytest.approx(raw[2:].tolist())
 
 
 def test_clipped_loss_and_aggregation_by_hand():
