@@ -5,13 +5,14 @@ label), never from the text: each member gets ``good + noise`` with Gaussian noi
 a good member outscores a bad one with probability ``accuracy`` (``P(1 + e1 > e2) = Phi(1 /
 (sigma * sqrt 2))``), and members of equal quality are ordered at random. ``accuracy=1.0`` is
 the ground truth itself, ``0.5`` a coin. ``position_bias`` adds that much to the first-presented
-member (an LLM judge's best-known bias). Scores are mapped into [0, 1] by rank within the group.
+member (an LLM judge's best-known bias). Scores are the latent through a normal CDF (scaled by
+the noise), so a perfect judge gives 1 and 0 (about) and equal quality gets equal scores.
 Everything it produces is labelled simulated.
 
 Example:
     >>> judge = OracleJudge.parse("oracle:1.0")
-    >>> judge.scores([True, False, True], seed="t1")
-    [0.5, 0.0, 1.0]
+    >>> [round(s, 3) for s in judge.scores([True, False, True], seed="t1")]
+    [1.0, 0.0, 1.0]
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ class OracleJudge:
             latent = np.asarray(good, dtype=float) + self.noise * rng.standard_normal(n)
         if n and self.position_bias:
             latent[0] += self.position_bias
-        # ties (equal quality, no noise) broken at random, then ranks -> [0, 1]
-        order = np.lexsort((rng.random(n), latent))
-        ranks = np.empty(n)
-        ranks[order] = np.arange(n)
-        return [float(r / (n - 1)) if n > 1 else 1.0 for r in ranks]
+        # a monotone map of the latent into [0, 1] (pairwise orders, hence the accuracy, are kept):
+        # equal quality gets equal scores from a perfect judge, and noise-sized differences otherwise
+        # (ranks would invent full-size gaps between equally good members)
+        spread = max(self.noise if self.noise != math.inf else 1.0, 0.05)
+        return [float(NormalDist().cdf((value - 0.5) / spread)) for value in latent]
