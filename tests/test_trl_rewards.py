@@ -5,7 +5,8 @@ import pytest
 from judges import reply_scores, scripted_judge, trajectory_blocks
 from test_rubrics import RUBRIC, keyword_verifier
 
-from rubricgym.integrations.trl import math_correct, rubric_reward, ruler_reward
+from rubricgym.envs.math import math_correct
+from rubricgym.integrations.trl import rubric_reward, ruler_reward
 
 PROMPT = [{"role": "system", "content": "Answer in \\boxed{}."}, {"role": "user", "content": "What is 2 + 3?"}]
 OTHER = [{"role": "system", "content": "Answer in \\boxed{}."}, {"role": "user", "content": "What is 4 + 4?"}]

@@ -7,7 +7,7 @@ from rubricgym.registration import register_family
 from rubricgym.tools import register_tool
 
 from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig, shaped_reward
-from .grader import Extraction, answers_match, extract_answer, last_boxed
+from .grader import Extraction, answers_match, extract_answer, last_boxed, math_correct
 from .tasks import LEVELS, PUBLIC_DATASETS, UPSTREAM, rows_from_upstream, MathTask, generate_task, generated_tasks, load_tasks
 
 
@@ -28,5 +28,5 @@ def register() -> None:
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT", "LEVELS", "Extraction", "MathEnv", "MathEnvConfig", "MathTask", "answers_match",
-    "extract_answer", "generate_task", "generated_tasks", "last_boxed", "load_tasks", "register", "shaped_reward",
+    "extract_answer", "generate_task", "math_correct", "generated_tasks", "last_boxed", "load_tasks", "register", "shaped_reward",
 ]

@@ -196,3 +196,13 @@ def _decide(gold: str, predicted: str, timeout_s: float) -> bool:
         raise Undecided from None
     except Exception:
         return False
+
+
+def math_correct(answer_column: str = "answer"):
+    """A ``correct(reply, **row)`` check for judged reward functions (e.g. TRL's ``rubric_reward``):
+    the reply's boxed (else last) number equals the row's ``answer_column``."""
+
+    def correct(reply: str, **row) -> bool:
+        extraction = extract_answer(reply, "last_number")
+        return bool(extraction.answer is not None and answers_match(str(row[answer_column]), extraction.answer))
+    return correct

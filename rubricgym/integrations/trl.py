@@ -371,6 +371,7 @@ def rubric_reward(num_generations: int, correct: Callable[..., bool], verifier: 
     the correctness reward plus the CoT (rubric) reward.
 
     Example:
+        >>> from rubricgym.envs.math import math_correct
         >>> reward = rubric_reward(4, correct=math_correct(), verifier="openai/gpt-4o-mini",
         ...                        rubricator="openai/gpt-4o-mini")                          # doctest: +SKIP
     """
@@ -381,13 +382,3 @@ def rubric_reward(num_generations: int, correct: Callable[..., bool], verifier: 
                          "use the MathRubric-v0 env with EnvRollout, or give a fixed rubricator model")
     scorer = RubricScorer(RubricConfig(verifier=verifier, rubricator=rubricator, **rubric_config))
     return JudgedReward(scorer, num_generations, correct, name="rubric")
-
-
-def math_correct(answer_column: str = "answer") -> Callable[..., bool]:
-    """``correct`` for math datasets: the reply's boxed (else last) number equals the row's answer."""
-    from rubricgym.envs.math import answers_match, extract_answer
-
-    def correct(reply: str, **row: Any) -> bool:
-        extraction = extract_answer(reply, "last_number")
-        return bool(extraction.answer is not None and answers_match(str(row[answer_column]), extraction.answer))
-    return correct
