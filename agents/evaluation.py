@@ -34,8 +34,11 @@ def held_out_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> tuple[str, dict[
 
 
 def evaluate(policy: Policy, env_kwargs: dict[str, Any], tasks: int = 100, k: int = 1, seed: int = 12345,
-             env_id: str = "Math-v0", batch_groups: int = 16, progress: bool = False) -> dict[str, float]:
-    """Held-out accuracy (greedy, k=1) or pass@k (k samples at the policy's temperature) and mean reward."""
+             env_id: str = "Math-v0", batch_groups: int = 16, progress: bool = False,
+             per_task: bool = False) -> dict[str, Any]:
+    """Held-out accuracy (greedy, k=1) or pass@k (k samples at the policy's temperature) and mean
+    reward; with ``per_task``, also ``solved``: one bool per task, in task order (the tasks depend
+    only on ``seed``, so two policies evaluated alike are paired task by task)."""
     from tqdm import tqdm
 
     greedy = k == 1
@@ -58,4 +61,7 @@ def evaluate(policy: Policy, env_kwargs: dict[str, Any], tasks: int = 100, k: in
             bar.set_postfix(acc=f"{np.mean(correct_any):.2f}")
     envs.close()
     key = "accuracy" if greedy else f"pass@{k}"
-    return {key: float(np.mean(correct_any)), "mean_reward": float(np.mean(rewards))}
+    result: dict[str, Any] = {key: float(np.mean(correct_any)), "mean_reward": float(np.mean(rewards))}
+    if per_task:
+        result["solved"] = [bool(c) for c in correct_any]
+    return result

@@ -5,12 +5,15 @@ arithmetic (``Math-v0``, one level) from the same weights with the same seeds an
 either by the verified outcome (RLVR, ``Math-v0``) or by the RULER score alone from a simulated
 judge ``oracle:<a>`` (``MathRuler-v0``, ``combine="replace"``), whose pairwise accuracy on
 (correct, wrong) pairs is ``a``. Held-out accuracy after training (greedy, the generator's test
-split) is reported per point with a 95 % bootstrap interval over seeds x held-out tasks, as a
-table and a PNG; the real judges' LLMBar accuracies (benchmarks/results/judge_llmbar.json, when
-present) are marked on the curve.
+split, the same tasks for every run) is reported per point with a paired 95 % bootstrap interval
+over seeds x held-out tasks (rubricgym.app.stats), with the gain over the untrained weights and the
+difference from RLVR, as a table and a PNG; the real judges' LLMBar accuracies
+(benchmarks/results/judge_llmbar.json, when present) are marked on the curve. ``--floors``
+adds runs with GRPO's ``min_group_std`` set (``0.7:0.25``: oracle 0.7, std floored at 0.25), to
+decide that knob's default.
 
     python benchmarks/judge_sensitivity.py --quick        # rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps
-    python benchmarks/judge_sensitivity.py                # rlvr, 0.5 ... 1.0; 3 seeds; 20 steps
+    python benchmarks/judge_sensitivity.py                # rlvr, 0.5 ... 1.0 (+ floors); 3 seeds; 8 steps
 
 Ends with ``RESULT rlvr=<acc> oracle_1.0=<acc> oracle_0.7=<acc> oracle_0.5=<acc> ...``.
 """
@@ -30,36 +33,35 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
+from rubricgym.app.stats import paired_bootstrap  # noqa: E402
 
-def bootstrap(values: list[list[bool]], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95 % interval of the mean accuracy, resampling seeds, then held-out tasks within each seed."""
-    import numpy as np
 
-    rng = np.random.default_rng(seed)
-    runs = [np.asarray(v, dtype=float) for v in values]
-    means = []
-    for _ in range(resamples):
-        picked = [runs[k] for k in rng.integers(0, len(runs), len(runs))]
-        means.append(np.mean([run[rng.integers(0, len(run), len(run))].mean() for run in picked]))
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+def parse_reward(reward: str) -> tuple[str, float]:
+    """``rlvr``, ``oracle:<a>`` or ``oracle:<a>|min_group_std=<f>`` -> (reward, std floor)."""
+    judge, _, floor = reward.partition("|min_group_std=")
+    return judge, float(floor or 0.0)
 
 
 def train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tasks: int) -> list[bool]:
-    """Per held-out task: solved after ``steps`` GRPO steps under ``reward`` (``rlvr`` or ``oracle:<a>``)."""
+    """Per held-out task: solved after ``steps`` GRPO steps under ``reward`` (see :func:`parse_reward`;
+    ``steps=0``: the untrained weights)."""
     from rubricgym.agents.evaluation import make_envs
+    from rubricgym.agents.grpo import GRPOConfig
     from rubricgym.agents.policy import PolicyConfig
     from rubricgym.agents.rollout import collect_rollouts
     from rubricgym.agents.train import TrainConfig, Trainer
 
-    env, env_kwargs = ("Math-v0", {"levels": (level,)}) if reward == "rlvr" else \
-        ("MathRuler-v0", {"levels": (level,), "judge": reward, "combine": "replace"})
+    judge, floor = parse_reward(reward)
+    env, env_kwargs = ("Math-v0", {"levels": (level,)}) if judge == "rlvr" else \
+        ("MathRuler-v0", {"levels": (level,), "judge": judge, "combine": "replace"})
     config = TrainConfig(env=env, env_kwargs=env_kwargs, steps=steps, seed=seed, eval_tasks=0, checkpoint_every=0,
-                         record_groups=0, report_to=(), show_completions=0,
-                         output_dir=f"/tmp/rubricgym-sensitivity/{reward.replace(':', '_')}-{seed}",
+                         record_groups=0, report_to=(), show_completions=0, grpo=GRPOConfig(min_group_std=floor),
+                         output_dir=f"/tmp/rubricgym-sensitivity/{reward.replace(':', '_').replace('|', '_')}-{seed}",
                          policy=PolicyConfig(cpu_threads="fixed"))
     trainer = Trainer(config)
     while trainer.step < steps:
         trainer.train_step()
+    # the same held-out tasks (fixed sampling seeds) for every run: results pair up task by task
     envs = make_envs("Math-v0", num_envs=16, group_size=1, kwargs={"levels": (level,), "split": "test"})
     solved: list[bool] = []
     while len(solved) < eval_tasks:
@@ -79,39 +81,51 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps; 48 held-out tasks")
     parser.add_argument("--accuracies", default="0.5,0.6,0.7,0.8,0.9,1.0")
+    parser.add_argument("--floors", default="0.7:0.25",
+                        help="extra runs with GRPO's min_group_std: <accuracy>:<floor>,... (empty: none)")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--level", type=int, default=1)
-    parser.add_argument("--eval-tasks", type=int, default=96)
+    parser.add_argument("--eval-tasks", type=int, default=64)
     args = parser.parse_args()
     if args.quick:
-        args.accuracies, args.seeds, args.steps, args.eval_tasks = "1.0,0.7,0.5", 1, 8, 48
+        args.accuracies, args.floors, args.seeds, args.steps, args.eval_tasks = "1.0,0.7,0.5", "", 1, 8, 48
     rewards = ["rlvr"] + [f"oracle:{float(a):g}" for a in args.accuracies.split(",")]
+    rewards += [f"oracle:{float(a):g}|min_group_std={float(f):g}" for a, f in
+                (item.split(":") for item in args.floors.split(",") if item)]
     started = time.perf_counter()
-    rows = {}
+    before = train_and_evaluate("rlvr", 0, 0, args.level, args.eval_tasks)
+    print(f"untrained    held-out {np.mean(before):.3f}", flush=True)
+    runs = {}
     for reward in rewards:
-        runs = [train_and_evaluate(reward, seed, args.steps, args.level, args.eval_tasks) for seed in range(args.seeds)]
-        low, high = bootstrap(runs)
-        rows[reward] = {"accuracy": float(np.mean([np.mean(r) for r in runs])), "ci": [low, high],
-                        "per_seed": [float(np.mean(r)) for r in runs]}
-        print(f"{reward:<12} held-out {rows[reward]['accuracy']:.3f} [{low:.2f}, {high:.2f}]  per seed "
-              f"{rows[reward]['per_seed']}  ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
+        runs[reward] = [train_and_evaluate(reward, seed, args.steps, args.level, args.eval_tasks)
+                        for seed in range(args.seeds)]
+        print(f"{reward:<12} held-out {np.mean(runs[reward]):.3f}  per seed {[float(np.mean(r)) for r in runs[reward]]}"
+              f"  ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
     minutes = (time.perf_counter() - started) / 60
+    table = paired_bootstrap(runs, reference="rlvr", before=before)
+    rows = {reward: {"accuracy": table[reward].mean.mean, "ci": [table[reward].mean.low, table[reward].mean.high],
+                     "per_seed": [float(np.mean(r)) for r in runs[reward]], **table[reward].as_dict(),
+                     "solved": [[int(x) for x in r] for r in runs[reward]]} for reward in rewards}
 
     name = "judge_sensitivity_quick" if args.quick else "judge_sensitivity"
     RESULTS.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/judge_sensitivity.py " + " ".join(sys.argv[1:])
     (RESULTS / f"{name}.json").write_text(json.dumps({"command": command.strip(), "steps": args.steps, "seeds": args.seeds,
                                                       "level": args.level, "eval_tasks": args.eval_tasks, "minutes": minutes,
-                                                      "rows": rows}, indent=1))
+                                                      "before": float(np.mean(before)), "before_solved": before,
+                                                      "rows": rows}))
     lines = [f"# Held-out accuracy vs simulated judge accuracy (`{command.strip()}`)", "",
              f"GRPO, default model + LoRA, CPU, level {args.level}, {args.steps} steps, {args.seeds} seed(s), "
-             f"{args.eval_tasks} held-out tasks; 95 % bootstrap over seeds x tasks; {minutes:.1f} min.", "",
-             "| reward | held-out after [95 % CI] | per seed |", "| --- | --- | --- |"]
-    lines += [f"| {r} | {v['accuracy']:.3f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}] | {v['per_seed']} |" for r, v in rows.items()]
+             f"{args.eval_tasks} held-out tasks (the same for every run); paired 95 % bootstrap over seeds x tasks; "
+             f"untrained weights {np.mean(before):.3f}; * = the interval excludes 0; {minutes:.1f} min.", "",
+             "| reward | held-out after [95 % CI] | gain over untrained | difference from RLVR | per seed |",
+             "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {r} | {table[r].mean} | {table[r].gain.signed()} | "
+              f"{table[r].difference.signed() if table[r].difference else ''} | {v['per_seed']} |" for r, v in rows.items()]
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
 
-    oracles = [(float(r.split(":")[1]), v) for r, v in rows.items() if r.startswith("oracle:")]
+    oracles = [(float(r.split(":")[1]), v) for r, v in rows.items() if r.startswith("oracle:") and "|" not in r]
     figure, axis = plt.subplots(figsize=(6, 3.8))
     xs = [a for a, _ in oracles]
     axis.errorbar(xs, [v["accuracy"] for _, v in oracles],
@@ -119,6 +133,12 @@ def main() -> None:
                   marker="o", capsize=3, label="RULER (replace), simulated judge")
     rlvr = rows["rlvr"]
     axis.axhspan(rlvr["ci"][0], rlvr["ci"][1], color="green", alpha=0.15, label=f"RLVR {rlvr['accuracy']:.2f}")
+    axis.axhline(float(np.mean(before)), color="black", lw=0.8, ls="--", label=f"untrained {np.mean(before):.2f}")
+    for reward, v in rows.items():
+        if "|" in reward:
+            accuracy, floor = float(reward.split(":")[1].split("|")[0]), parse_reward(reward)[1]
+            axis.errorbar([accuracy + 0.01], [v["accuracy"]], yerr=[[v["accuracy"] - v["ci"][0]], [v["ci"][1] - v["accuracy"]]],
+                          marker="s", color="purple", capsize=3, label=f"min_group_std={floor:g}")
     llmbar = RESULTS / "judge_llmbar.json"
     if llmbar.exists():
         for key, row in json.loads(llmbar.read_text()).items():
@@ -130,7 +150,8 @@ def main() -> None:
     axis.legend(fontsize=7, loc="upper left")
     figure.tight_layout()
     figure.savefig(RESULTS / f"{name}.png", dpi=120)
-    print("RESULT " + " ".join(f"{r.replace(':', '_')}={v['accuracy']:.3f}" for r, v in rows.items()) + f" minutes={minutes:.1f}")
+    print("RESULT " + " ".join(f"{r.replace(':', '_').replace('|min_group_std=', '_floor')}={v['accuracy']:.3f}"
+                               for r, v in rows.items()) + f" minutes={minutes:.1f}")
 
 
 if __name__ == "__main__":

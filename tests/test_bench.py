@@ -13,19 +13,30 @@ def test_bench_writes_table_plot_and_command(tmp_path):
     from rubricgym.app.bench import BenchConfig, run_bench
 
     judge_free = ("rlvr", "function")
-    config = BenchConfig(suites=("math",), schemes=judge_free, steps=1, group_size=2, groups_per_step=1, eval_tasks=4,
-                         max_new_tokens=16, output_dir=str(tmp_path), command="rubricgym bench --test")
+    config = BenchConfig(suites=("math",), schemes=judge_free, steps=1, math_group_size=2, math_groups_per_step=1,
+                         eval_tasks=4, math_max_new_tokens=16, output_dir=str(tmp_path), command="rubricgym bench --test")
     rows = run_bench(config, progress=False)
     assert [r["scheme"] for r in rows] == list(judge_free)
     # "before" is the untrained base model: an independent evaluation of fresh weights agrees
     from rubricgym.agents.evaluation import evaluate
     from rubricgym.agents.policy import Policy, PolicyConfig
 
-    fresh = evaluate(Policy(PolicyConfig(max_new_tokens=16)), {"levels": (1,), "split": "test"}, tasks=4)["accuracy"]
-    assert rows[0]["held_out_before"] == rows[1]["held_out_before"] == fresh
+    fresh = evaluate(Policy(PolicyConfig(max_new_tokens=16)), {"levels": (1,), "split": "test"}, tasks=4, per_task=True)
+    assert rows[0]["held_out_before"] == rows[1]["held_out_before"] == fresh["accuracy"]
+    assert rows[0]["before_solved"] == [int(x) for x in fresh["solved"]]
     assert all(0.0 <= r["held_out_after"] <= 1.0 and r["judge_calls"] == 0 for r in rows)
+    # every held-out number has its interval; the reference has no difference, the other scheme does
+    for r in rows:
+        assert r["mean"]["low"] <= r["held_out_after"] <= r["mean"]["high"]
+        assert r["gain"]["mean"] == pytest.approx(r["held_out_after"] - r["held_out_before"])
+    assert rows[0]["difference"] is None and rows[1]["difference"]["mean"] == pytest.approx(
+        rows[1]["held_out_after"] - rows[0]["held_out_after"])
     table = (tmp_path / "reward_schemes_quick.md").read_text()
     assert "Command: `rubricgym bench --test`" in table and "| math | function |" in table
+    assert "(reference: rlvr)" in table and "paired 95 % bootstrap" in table
+    from rubricgym.app.bench import result_line
+
+    assert result_line(rows).startswith("RESULT schemes=2 math:rlvr=") and "math:rlvr_gain_significant=" in result_line(rows)
     assert (tmp_path / "reward_schemes_quick.png").stat().st_size > 1000
     assert json.loads((tmp_path / "reward_schemes_quick.json").read_text())["rows"][0]["scheme"] == "rlvr"
 
@@ -37,9 +48,10 @@ def test_bench_counts_each_judged_schemes_own_calls(tmp_path):
     from rubricgym.app.bench import BenchConfig, run_bench
 
     judge, backend = scripted_judge(lambda messages, i: reply_scores(messages), cache_dir=None)
-    config = BenchConfig(suites=("math",), schemes=("ruler", "ruler+rlvr"), steps=2, group_size=2, groups_per_step=1,
-                         eval_tasks=2, max_new_tokens=8, judge=backend, output_dir=str(tmp_path), command="t")
-    rows = run_bench(config, progress=False)
+    config = BenchConfig(suites=("math",), schemes=("ruler", "ruler+rlvr"), steps=2, math_group_size=2,
+                         math_groups_per_step=1, eval_tasks=2, math_max_new_tokens=8, judge=backend,
+                         output_dir=str(tmp_path), command="t")
+    rows = run_bench(config, progress=False)[1:]  # the reference (rlvr) always runs first
     assert [(r["judge_calls"], r["judge_failed_groups"]) for r in rows] == [(2, 0), (2, 0)]
     assert len(backend.requests) == 4
     # "replace" takes the judge's score alone (0.5 for unmarked replies); "sum" adds the outcome

@@ -6,8 +6,13 @@ Math (held-out accuracy on the generator's test split, greedy): ``rlvr`` (verifi
 RAG support (held-out success on every fifth built-in question): ``components`` (the
 independent components), ``ruler``, ``ruler+components``.
 
-Every scheme starts from the same base weights and seed; the held-out score before training is
-measured once per suite (identical by construction). Judge calls and tokens are counted from the
+Every scheme starts from the same base weights and trains with the same seeds (paired); the
+held-out score before training is measured once per suite (identical by construction: LoRA starts
+at zero, greedy decoding). Every held-out number comes with a paired 95 % bootstrap interval over
+seeds x held-out tasks (:mod:`rubricgym.app.stats`), and so do each scheme's gain over the untrained
+weights and its difference from the suite's reference scheme (``rlvr`` for math, ``components``
+for RAG); the table marks the intervals that exclude zero. Each suite has its own budget (RAG
+answers need more tokens than a boxed number). Judge calls and tokens are counted from the
 judge's client; policy tokens from the rollouts.
 """
 
@@ -27,6 +32,7 @@ from rubricgym.registration import scheme_of
 from rubricgym.agents.policy import PolicyConfig
 from rubricgym.agents.evaluation import evaluate
 from rubricgym.agents.train import TrainConfig, Trainer
+from rubricgym.app.stats import paired_bootstrap
 
 SCHEMES: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
     "math": {
@@ -42,25 +48,39 @@ SCHEMES: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
         "ruler+components": ("RagSupportRuler-v0", {}),
     },
 }
+REFERENCE = {"math": "rlvr", "rag": "components"}
+"""Each suite's reference scheme: the others' differences are measured against it."""
 
 
 @dataclass
 class BenchConfig:
-    """What to compare and with what budget."""
+    """What to compare and with what budget (the default run's RLVR gain is significant on 2 CPU cores)."""
 
     suites: tuple[str, ...] = ("math", "rag")
     schemes: tuple[str, ...] = ()
     """Subset of scheme names (empty: all of each suite)."""
     steps: int = 8
-    """Training steps per scheme (the default run of all eight schemes takes about 25 minutes on 2 CPU cores)."""
-    group_size: int = 4
-    groups_per_step: int = 2
+    """Training steps per scheme."""
+    seeds: tuple[int, ...] = (0,)
+    """Training seeds, the same for every scheme (paired); more seeds widen the intervals honestly."""
     eval_tasks: int = 48
-    max_new_tokens: int = 48
+    """Held-out tasks per suite (greedy; the same tasks for every scheme and seed)."""
+    math_group_size: int = 8
+    """Math: rollouts per task (the trainer's default)."""
+    math_groups_per_step: int = 4
+    """Math: tasks per step (the trainer's default)."""
+    math_max_new_tokens: int = 48
+    """Math: reply budget (a boxed single-digit sum needs about 15 tokens)."""
+    rag_group_size: int = 4
+    """RAG: rollouts per question."""
+    rag_groups_per_step: int = 2
+    """RAG: questions per step (prompts carry three articles: a step costs about 4x a math one)."""
+    rag_max_new_tokens: int = 128
+    """RAG: reply budget; the built-in reference answers are 24 tokens at the median and 50 at most,
+    and an answer needs its citations too (48 tokens cut most answers short of F1 0.5)."""
     judge: Any = "local"
-    """Judge / verifier: a LiteLLM model string, ``openai/<name>`` with ``api_base``, ``local``, or an LLM / backend."""
+    """Judge / verifier: a LiteLLM model string, ``openai/<name>`` with ``api_base``, ``local``, ``oracle:<a>``, or an LLM / backend."""
     api_base: str | None = None
-    seed: int = 0
     math_levels: tuple[int, ...] = (1,)
     judge_max_tokens: int = 1024
     """Completion budget of one RULER call (small local judges ramble: --quick uses 300)."""
@@ -71,8 +91,14 @@ class BenchConfig:
     judge_explanation_chars: int | None = None
     """Longest RULER explanation per trajectory; None: 0 (scores only) for the in-process judge,
     whose explanations echo the input and cost most of its tokens, 160 for any other judge."""
+    resamples: int = 4000
+    """Bootstrap resamples per interval."""
     output_dir: str = "benchmarks/results"
     command: str = ""
+
+    def budget(self, suite: str) -> dict[str, int]:
+        """The suite's group size, groups per step and reply budget."""
+        return {key: getattr(self, f"{suite}_{key}") for key in ("group_size", "groups_per_step", "max_new_tokens")}
 
 
 def _env_kwargs(suite: str, env_id: str, extra: dict[str, Any], config: BenchConfig, judge: LLM) -> dict[str, Any]:
@@ -106,10 +132,20 @@ def _scheme_judge(backend, config: BenchConfig) -> LLM:
     return LLM(backend, LLMConfig(cache_dir=None, timeout_s=config.judge_timeout_s, max_tokens=config.judge_max_tokens))
 
 
-def _held_out(policy, suite: str, config: BenchConfig) -> float:
+def _held_out(policy, suite: str, config: BenchConfig) -> list[bool]:
+    """Solved or not, per held-out task (the same tasks every time)."""
     if suite == "math":
-        return evaluate(policy, {"levels": config.math_levels, "split": "test"}, tasks=config.eval_tasks)["accuracy"]
-    return evaluate(policy, {"split": "test"}, tasks=config.eval_tasks, env_id="RagSupport-v0")["accuracy"]
+        return evaluate(policy, {"levels": config.math_levels, "split": "test"}, tasks=config.eval_tasks, per_task=True)["solved"]
+    return evaluate(policy, {"split": "test"}, tasks=config.eval_tasks, env_id="RagSupport-v0", per_task=True)["solved"]
+
+
+def _selected(config: BenchConfig, suite: str) -> list[str]:
+    names = [name for name in SCHEMES[suite]
+             if not config.schemes or name in config.schemes or f"{suite}:{name}" in config.schemes]
+    # the reference always runs: every difference is measured against it
+    if names and REFERENCE[suite] not in names:
+        names.insert(0, REFERENCE[suite])
+    return names
 
 
 def _judge_usage(judge: LLM | None) -> dict[str, float]:
@@ -119,61 +155,118 @@ def _judge_usage(judge: LLM | None) -> dict[str, float]:
             "judge_completion_tokens": judge.usage.completion_tokens, "judge_failures": judge.usage.failures}
 
 
-def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]]:
+def _train_scheme(suite: str, name: str, seed: int, config: BenchConfig, backend, progress: bool,
+                  measure_before: bool) -> tuple[list[dict[str, float]], Any, dict[str, float], list[bool] | None, float]:
+    """One scheme, one seed: the per-step history, the trained policy, the judge client's usage,
+    the untrained weights' held-out results when asked (untimed) and the training minutes."""
     from tqdm import tqdm
 
+    env_id, extra = SCHEMES[suite][name]
+    judged = scheme_of(env_id) in ("ruler", "rubric")
+    judge = _scheme_judge(backend, config)
+    budget = config.budget(suite)
+    train_config = TrainConfig(env=env_id, env_kwargs=_env_kwargs(suite, env_id, extra, config, judge), algo="grpo",
+                               steps=config.steps, group_size=budget["group_size"],
+                               groups_per_step=budget["groups_per_step"], seed=seed, eval_tasks=0,
+                               checkpoint_every=0, record_groups=0, report_to=(), show_completions=0,
+                               output_dir=f"/tmp/rubricgym-bench/{suite}-{name}-{seed}",
+                               policy=PolicyConfig(max_new_tokens=budget["max_new_tokens"], cpu_threads="fixed"))
+    trainer = Trainer(train_config)
+    before = _held_out(trainer.policy, suite, config) if measure_before else None  # LoRA starts at zero
+    started = time.perf_counter()
+    history = [trainer.train_step() for _ in tqdm(range(config.steps), desc=f"{suite}:{name} seed {seed}",
+                                                   disable=not progress, leave=False)]
+    trainer.envs.close()
+    return history, trainer.policy, _judge_usage(judge if judged else None), before, (time.perf_counter() - started) / 60
+
+
+def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]]:
+    if not config.seeds:
+        raise ValueError("the bench needs at least one seed")
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[str, list[float]]] = {}
     backend = make_llm(config.judge, api_base=config.api_base).backend
     config = replace(config, judge_explanation_chars=_explanation_chars(config, backend))
     for suite in config.suites:
-        before = None
-        for name, (env_id, extra) in SCHEMES[suite].items():
-            if config.schemes and name not in config.schemes and f"{suite}:{name}" not in config.schemes:
-                continue
-            judged = scheme_of(env_id) in ("ruler", "rubric")
-            judge = _scheme_judge(backend, config)
-            train_config = TrainConfig(env=env_id, env_kwargs=_env_kwargs(suite, env_id, extra, config, judge), algo="grpo",
-                                       steps=config.steps, group_size=config.group_size,
-                                       groups_per_step=config.groups_per_step, seed=config.seed, eval_tasks=0,
-                                       checkpoint_every=0, output_dir=f"/tmp/rubricgym-bench/{suite}-{name}",
-                                       policy=PolicyConfig(max_new_tokens=config.max_new_tokens, cpu_threads="fixed"))
-            trainer = Trainer(train_config)
-            if before is None:  # same base weights for every scheme: measured once per suite, untimed
-                before = _held_out(trainer.policy, suite, config)
-            started = time.perf_counter()
-            history: list[dict[str, float]] = []
-            for _ in tqdm(range(config.steps), desc=f"{suite}:{name}", disable=not progress, leave=False):
-                history.append(trainer.train_step())
-            after = _held_out(trainer.policy, suite, config)
-            usage = _judge_usage(judge if judged else None)
-            rubric_valid = [h["rubric_valid_fraction"] for h in history if "rubric_valid_fraction" in h]
-            rows.append({"suite": suite, "scheme": name, "env": env_id, "held_out_before": before, "held_out_after": after,
-                         "mean_train_reward": float(np.mean([h["reward"] for h in history])),
-                         "mean_train_accuracy": float(np.mean([h["train_accuracy"] for h in history])),
-                         "policy_completion_tokens": int(sum(h["completion_tokens"] for h in history)),
-                         "judge_failed_groups": int(sum(h["judge_failed_groups"] for h in history)),
-                         "rubric_valid_fraction": float(np.mean(rubric_valid)) if rubric_valid else None,
-                         **usage, "minutes": (time.perf_counter() - started) / 60})
-            curves[f"{suite}:{name}"] = {key: [h.get(key, float("nan")) for h in history] for key in CURVE_KEYS}
+        before: list[bool] | None = None
+        solved: dict[str, list[list[bool]]] = {}
+        suite_rows = []
+        for name in _selected(config, suite):
+            histories, usages, minutes = [], [], 0.0
+            solved[name] = []
+            for seed in config.seeds:
+                # same base weights for every scheme and seed: "before" is measured once per suite
+                history, policy, usage, untrained, spent = _train_scheme(suite, name, seed, config, backend, progress,
+                                                                         measure_before=before is None)
+                before = untrained if before is None else before
+                started = time.perf_counter()
+                solved[name].append(_held_out(policy, suite, config))
+                minutes += spent + (time.perf_counter() - started) / 60
+                histories.append(history)
+                usages.append(usage)
+            flat = [h for history in histories for h in history]
+            rubric_valid = [h["rubric_valid_fraction"] for h in flat if "rubric_valid_fraction" in h]
+            row = {"suite": suite, "scheme": name, "env": env_id_of(suite, name), "seeds": list(config.seeds),
+                   **{f"budget_{k}": v for k, v in config.budget(suite).items()},
+                   "held_out_before": float(np.mean(before)), "held_out_after": float(np.mean(solved[name])),
+                   "held_out_after_per_seed": [float(np.mean(s)) for s in solved[name]],
+                   "mean_train_reward": float(np.mean([h["reward"] for h in flat])),
+                   "mean_train_accuracy": float(np.mean([h["train_accuracy"] for h in flat])),
+                   "policy_completion_tokens": int(sum(h["completion_tokens"] for h in flat)),
+                   "judge_failed_groups": int(sum(h["judge_failed_groups"] for h in flat)),
+                   "rubric_valid_fraction": float(np.mean(rubric_valid)) if rubric_valid else None,
+                   **{key: sum(u[key] for u in usages) for key in usages[0]},
+                   "minutes": minutes}
+            suite_rows.append(row)
+            curves[f"{suite}:{name}"] = {key: np.nanmean([[h.get(key, float("nan")) for h in history]
+                                                          for history in histories], axis=0).tolist()
+                                         for key in CURVE_KEYS}
             curves[f"{suite}:{name}"]["accuracy"] = curves[f"{suite}:{name}"].pop("train_accuracy")
             if progress:
-                print(f"{suite}:{name:<18} held-out {before:.3f} -> {after:.3f}  train reward "
-                      f"{rows[-1]['mean_train_reward']:+.3f}  judge calls {usage['judge_calls']} "
-                      f"(failed groups {rows[-1]['judge_failed_groups']})  {rows[-1]['minutes']:.1f} min", flush=True)
-            trainer.envs.close()
+                print(f"{suite}:{name:<18} held-out {row['held_out_before']:.3f} -> {row['held_out_after']:.3f}  "
+                      f"train reward {row['mean_train_reward']:+.3f}  judge calls {row['judge_calls']} "
+                      f"(failed groups {row['judge_failed_groups']})  {row['minutes']:.1f} min", flush=True)
+        stats = paired_bootstrap(solved, reference=REFERENCE[suite], before=before, resamples=config.resamples)
+        for row in suite_rows:
+            row.update(stats[row["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[row["scheme"]]],
+                       before_solved=[int(x) for x in before])
+        rows += suite_rows
     write_results(rows, curves, config)
     return rows
 
 
+def env_id_of(suite: str, name: str) -> str:
+    return SCHEMES[suite][name][0]
+
+
+def result_line(rows: list[dict[str, Any]]) -> str:
+    """``RESULT schemes=<n> <suite>:<scheme>=<after>[<low>,<high>] ...`` (and the gain's significance)."""
+    parts = [f"{r['suite']}:{r['scheme']}={r['held_out_after']:.3f}[{r['mean']['low']:.2f},{r['mean']['high']:.2f}]"
+             for r in rows]
+    gains = [f"{r['suite']}:{r['scheme']}_gain_significant={int(r['gain']['significant'])}" for r in rows
+             if r["scheme"] == REFERENCE[r["suite"]]]
+    return f"RESULT schemes={len(rows)} " + " ".join(parts + gains)
+
+
+def _interval(value: dict[str, Any] | None, signed: bool = False) -> str:
+    if value is None:
+        return ""
+    if not signed:
+        return f"{value['mean']:.3f} [{value['low']:.2f}, {value['high']:.2f}]"
+    return f"{value['mean']:+.3f} [{value['low']:+.2f}, {value['high']:+.2f}]{' *' if value['significant'] else ''}"
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| suite | scheme | held-out before | held-out after | mean training reward | mean training success "
-             "| judge calls (failed groups) | judge prompt / completion tokens | rubric valid fraction "
-             "| policy completion tokens | minutes |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    """The bench table: held-out numbers with paired 95 % intervals (* = excludes 0), then costs."""
+    lines = ["| suite | scheme | held-out before | held-out after [95 % CI] | gain over before | difference from reference "
+             "| mean training reward | mean training success | judge calls (failed groups) "
+             "| judge prompt / completion tokens | rubric valid fraction | policy completion tokens | minutes |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         valid = "" if r.get("rubric_valid_fraction") is None else f"{r['rubric_valid_fraction']:.2f}"
-        lines.append(f"| {r['suite']} | {r['scheme']} | {r['held_out_before']:.3f} | {r['held_out_after']:.3f} | "
+        difference = f"(reference: {r['scheme']})" if r.get("difference") is None else _interval(r["difference"], True)
+        lines.append(f"| {r['suite']} | {r['scheme']} | {r['held_out_before']:.3f} | {_interval(r.get('mean'))} | "
+                     f"{_interval(r.get('gain'), True)} | {difference} | "
                      f"{r['mean_train_reward']:+.3f} | {r['mean_train_accuracy']:.3f} | {r['judge_calls']} "
                      f"({r['judge_failed_groups']}) | {r['judge_prompt_tokens']} / {r['judge_completion_tokens']} | "
                      f"{valid} | {r['policy_completion_tokens']} | {r['minutes']:.1f} |")
@@ -189,7 +282,7 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     tag = "quick" if config.steps <= 4 else "full"
-    fig, axes = plt.subplots(2, len(config.suites), figsize=(6 * len(config.suites), 7), squeeze=False)
+    fig, axes = plt.subplots(3, len(config.suites), figsize=(6 * len(config.suites), 10), squeeze=False)
     for column, suite in enumerate(config.suites):
         for row, (metric, label) in enumerate([("reward", "training reward (each scheme on its own scale)"),
                                                ("accuracy", "training success (verified, same scale)")]):
@@ -200,6 +293,19 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
             ax.set_title(f"{suite}: {label}", fontsize=10)
             ax.set_xlabel("step")
             ax.legend(fontsize=8)
+        ax = axes[2][column]
+        suite_rows = [r for r in rows if r["suite"] == suite]
+        if suite_rows:
+            means = [r["held_out_after"] for r in suite_rows]
+            errors = [[m - r["mean"]["low"] for m, r in zip(means, suite_rows)],
+                      [r["mean"]["high"] - m for m, r in zip(means, suite_rows)]]
+            colors = ["tab:green" if r["gain"]["significant"] and r["gain"]["mean"] > 0 else "tab:gray" for r in suite_rows]
+            ax.bar(range(len(suite_rows)), means, yerr=errors, capsize=4, color=colors)
+            ax.axhline(suite_rows[0]["held_out_before"], color="black", ls="--", lw=1, label="before training")
+            ax.set_xticks(range(len(suite_rows)), [r["scheme"] for r in suite_rows], fontsize=8)
+            ax.set_ylim(0, 1.05)
+            ax.set_title(f"{suite}: held-out after, 95 % CI (green: gain significant)", fontsize=10)
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / f"reward_schemes_{tag}.png", dpi=110)
     plt.close(fig)
@@ -207,7 +313,12 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
         f"Command: `{config.command}`\n\nJudge: `{getattr(config.judge, 'name', config.judge)}`"
         f"{' at ' + config.api_base if config.api_base else ''} (RULER explanations up to {config.judge_explanation_chars} "
         f"characters, {config.judge_max_tokens} tokens per call); "
-        f"seed {config.seed}; {config.steps} steps of {config.groups_per_step} groups x {config.group_size}; "
-        f"held-out tasks {config.eval_tasks}.\n\n{markdown_table(rows)}\n")
+        f"seeds {', '.join(map(str, config.seeds))} (the same for every scheme); {config.steps} steps per scheme; "
+        + "; ".join(f"{suite}: {b['groups_per_step']} groups x {b['group_size']}, {b['max_new_tokens']} tokens"
+                    for suite, b in ((s, config.budget(s)) for s in config.suites))
+        + f"; {config.eval_tasks} held-out tasks per suite (the same for every run).\n\n"
+        "Intervals: paired 95 % bootstrap over seeds x held-out tasks; the difference is from the suite's "
+        "reference scheme (math: rlvr, rag: components); * marks an interval that excludes 0.\n\n"
+        f"{markdown_table(rows)}\n")
     (out / f"reward_schemes_{tag}.json").write_text(json.dumps({"config": config.__dict__, "rows": rows, "curves": curves},
                                                                 indent=2, default=str))

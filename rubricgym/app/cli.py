@@ -263,14 +263,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import shlex
     import sys
 
-    from rubricgym.app.bench import BenchConfig, markdown_table, run_bench
+    from rubricgym.app.bench import BenchConfig, markdown_table, result_line, run_bench
 
     command = ("rubricgym bench " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:])).strip()
     config = config_from_args(BenchConfig, args, args.config_flags["bench"], judge=args.judge, command=command)
     rows = run_bench(config)
     print(markdown_table(rows))
-    scores = " ".join(f"{r['suite']}:{r['scheme']}={r['held_out_after']:.3f}" for r in rows)
-    print(f"RESULT schemes={len(rows)} {scores}")
+    print(result_line(rows))
     return 0
 
 
@@ -282,8 +281,8 @@ def _add_env_flags(p: argparse.ArgumentParser) -> None:
 
 
 #: ``rubricgym bench --quick``: a small budget that finishes in under 10 minutes on CPU
-QUICK_BENCH = {"steps": 2, "groups_per_step": 1, "group_size": 4, "eval_tasks": 24, "judge_max_tokens": 300,
-               "judge_max_fixes": 1}
+QUICK_BENCH = {"steps": 2, "math_groups_per_step": 2, "math_group_size": 4, "rag_groups_per_step": 1,
+               "rag_group_size": 4, "eval_tasks": 24, "judge_max_tokens": 300, "judge_max_fixes": 1}
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
 """The chat client every judge and verifier uses: one async ``complete`` behind any backend,
 with a disk cache, retries with backoff and jitter, a per-call timeout, a concurrency limit,
-token and cost accounting, and JSON replies validated against a pydantic model."""
+rate limits (requests and tokens per minute, ``Retry-After``), token and cost accounting, and
+JSON replies validated against a pydantic model."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any, Callable, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .jsonutil import JSONExtractionError, extract_json
+from .ratelimit import RateLimiter, estimate_tokens, retry_after_s
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -62,6 +64,13 @@ class LLMConfig:
     """Upper bound of one backoff."""
     max_concurrency: int = 8
     """Calls in flight at once through this client."""
+    requests_per_minute: float | None = None
+    """Requests sent per minute at most (a token bucket holding one second's worth; None: no limit)."""
+    tokens_per_minute: float | None = None
+    """Prompt + completion tokens per minute at most: a call reserves prompt characters / 4 plus its
+    ``max_tokens`` before it is sent and settles the real count after (None: no limit)."""
+    max_retry_after_s: float = 120.0
+    """Longest ``Retry-After`` of a 429 that is honoured (every call of the client waits it out)."""
     cache_dir: str | None = field(default_factory=lambda: os.environ.get(
         "RUBRICGYM_LLM_CACHE", str(Path.home() / ".cache" / "rubricgym" / "llm")))
     """Disk cache folder (keyed by the whole request); ``None`` turns caching off."""
@@ -81,6 +90,10 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    rate_limited: int = 0
+    """429 replies received (each retried after its ``Retry-After`` or the backoff)."""
+    throttled_s: float = 0.0
+    """Seconds calls waited for the rate limits and ``Retry-After`` pauses (summed over calls)."""
 
     def add(self, completion: Completion) -> None:
         if completion.cached:
@@ -100,6 +113,12 @@ class LLMCallError(RuntimeError):
 PERMANENT_ERRORS = {"AuthenticationError", "PermissionDeniedError", "BadRequestError", "NotFoundError",
                     "UnprocessableEntityError", "UnsupportedParamsError", "ContextWindowExceededError",
                     "ContentPolicyViolationError", "InvalidRequestError"}
+
+
+def is_rate_limit(err: BaseException) -> bool:
+    """A 429 (LiteLLM's and OpenAI's ``RateLimitError``, or any error carrying status 429)."""
+    return (getattr(err, "status_code", None) == 429 or getattr(err, "status", None) == 429
+            or any(cls.__name__ == "RateLimitError" for cls in type(err).__mro__))
 
 
 def can_heal(err: BaseException) -> bool:
@@ -177,6 +196,7 @@ class LLM:
         self._lock = threading.Lock()
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self._cache = ReplyCache(self.config.cache_dir) if self.config.cache_dir else None
+        self.limiter = RateLimiter(self.config.requests_per_minute, self.config.tokens_per_minute)
 
     def __deepcopy__(self, memo: dict) -> "LLM":
         # a client is a shared resource (cache, usage totals, limits): env specs copied by
@@ -239,16 +259,30 @@ class LLM:
             retry=retry_if_exception(can_heal),
             reraise=True,
         )
+        estimate = estimate_tokens(messages, params.get("max_tokens", self.config.max_tokens))
         try:
             async for attempt in retrying:
                 with attempt:
+                    # also waits out a Retry-After pause
+                    self.usage.throttled_s += await self.limiter.acquire(estimate)
                     async with self._semaphore():
-                        # backends enforce timeout_s themselves (HTTP timeout, max_time); the outer
-                        # limit is the safety net for one that does not, with a little grace
-                        return await asyncio.wait_for(
-                            self.backend.complete(messages, response_format, self.timeout_s, **params),
-                            timeout=1.25 * self.timeout_s,
-                        )
+                        try:
+                            # backends enforce timeout_s themselves (HTTP timeout, max_time); the outer
+                            # limit is the safety net for one that does not, with a little grace
+                            completion = await asyncio.wait_for(
+                                self.backend.complete(messages, response_format, self.timeout_s, **params),
+                                timeout=1.25 * self.timeout_s,
+                            )
+                        except Exception as err:
+                            if is_rate_limit(err):
+                                self.usage.rate_limited += 1
+                                pause = retry_after_s(err)
+                                if pause:
+                                    self.limiter.pause(min(pause, self.config.max_retry_after_s))
+                            self.limiter.settle(estimate, 0)  # a failed call used nothing we know of
+                            raise
+                    self.limiter.settle(estimate, completion.prompt_tokens + completion.completion_tokens)
+                    return completion
         except Exception as err:
             self.usage.failures += 1
             kind = "timed out" if isinstance(err, asyncio.TimeoutError) else f"{type(err).__name__}: {str(err)[:300]}"
