@@ -11,8 +11,9 @@ from typing import Literal, Sequence
 import torch
 
 from .config import AlgoConfig
+from .generation import drift_stats
 from .losses import LossStats, aggregate, clipped_token_loss, k3_kl
-from .policy import Policy
+from .policy import Policy, completion_logprobs
 from .rollout import RolloutBatch, Turn
 
 
@@ -102,7 +103,9 @@ class GRPO:
         total_tokens = float(sum(len(s.completion_ids) for s in samples))
         max_new = self.policy.config.max_new_tokens
         self.policy.model.train()
-        for _ in range(cfg.num_iterations):
+        olds: dict[int, torch.Tensor] = {}  # the old policy's log-probs, fixed across iterations
+        server_samples, trainer_logprobs = [], []  # drift check of a server's log-probs
+        for iteration in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             loss_sum = kl_sum = 0.0
             token_stats = LossStats()  # of the last iteration, as TRL and CleanRL log them
@@ -113,7 +116,10 @@ class GRPO:
                 mask = batch_t["completion_mask"]
                 scores = self.policy.score_tokens(batch_t, entropy=True)
                 logprobs = scores.logprobs
-                old = self.policy.sampled_logprobs_tensor(chunk, logprobs)
+                old = olds.setdefault(start, self.policy.behaviour_logprobs(chunk, logprobs))
+                if iteration == 0 and chunk[0].meta.get("logprobs_from") == "server":
+                    server_samples += chunk
+                    trainer_logprobs += completion_logprobs(chunk, logprobs)
                 token_loss, clipped = clipped_token_loss(logprobs, old, chunk_adv[:, None], cfg.epsilon_low, cfg.epsilon_high)
                 if cfg.beta > 0:
                     kl = k3_kl(logprobs, self.policy.reference_logprobs(batch_t))
@@ -125,7 +131,8 @@ class GRPO:
                 token_stats.add(logprobs, old, mask, clipped, scores.entropy)
             torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), cfg.max_grad_norm)
             self.optimizer.step()
-        stats.update(loss=loss_sum, kl=kl_sum / total_tokens, **token_stats.means())
+        stats.update(loss=loss_sum, kl=kl_sum / total_tokens, **token_stats.means(),
+                     **drift_stats(server_samples, trainer_logprobs))
         return stats
 
     def state_dict(self) -> dict:

@@ -165,8 +165,10 @@ class Policy:
         >>> samples = policy.sample([[{"role": "user", "content": "2+2?"}]] * 4)       # doctest: +SKIP
     """
 
-    def __init__(self, config: PolicyConfig | None = None, model: Any = None, tokenizer: Any = None):
+    def __init__(self, config: PolicyConfig | None = None, model: Any = None, tokenizer: Any = None,
+                 generator: Any = None):
         self.config = config or PolicyConfig()
+        self.generator = generator  # None: transformers generate in-process (see agents/generation.py)
         self.device, self.dtype = resolve_device(self.config.device)
         if model is None:
             from rubricgym.models import load_model_and_tokenizer
@@ -197,7 +199,7 @@ class Policy:
         policy.device, policy.dtype = parameter.device, parameter.dtype
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        policy.tokenizer, policy.model = tokenizer, model
+        policy.tokenizer, policy.model, policy.generator = tokenizer, model, None
         policy._set_generation(tokenizer)
         return policy
 
@@ -250,6 +252,8 @@ class Policy:
         prompts = [list(p) for p in prompts]
         max_new_tokens = max_new_tokens or self.config.max_new_tokens
         temperature = temperature if temperature is not None else self.config.temperature
+        if self.generator is not None:  # a serving engine samples (vLLM): the model here only trains
+            return self.generator.generate(self, prompts, max_new_tokens, temperature, greedy)
         was_training = self.model.training
         try:
             return self._generate(prompts, max_new_tokens, temperature, greedy)
@@ -337,6 +341,19 @@ class Policy:
         with torch.no_grad(), self.model.disable_adapter():
             return self.token_logprobs(batch)
 
+    def sync_generator(self, step: int) -> dict[str, float]:
+        """After an update: make the generation backend sample from the new weights (a server
+        loads the adapter); returns its timings for the logs."""
+        return self.generator.sync(self, step) if self.generator is not None else {}
+
+    def behaviour_logprobs(self, samples: Sequence[Sample], logprobs: torch.Tensor) -> torch.Tensor:
+        """The old policy's log-probs for the clipped ratio: the sampler's own when it was this
+        model, the trainer's recomputed ones (``logprobs``, detached) when a server sampled: a
+        serving engine's numbers are compared (drift), never trained on."""
+        if any(s.meta.get("logprobs_from") == "server" for s in samples):
+            return logprobs.detach()
+        return self.sampled_logprobs_tensor(samples, logprobs)
+
     def sampled_logprobs_tensor(self, samples: Sequence[Sample], like: torch.Tensor) -> torch.Tensor:
         """The sampling log-probs laid out like ``token_logprobs`` (right-aligned in the batch)."""
         old = torch.zeros_like(like)
@@ -345,3 +362,9 @@ class Policy:
             if s.logprobs:
                 old[row, width - len(s.logprobs):] = torch.tensor(s.logprobs, dtype=old.dtype)
         return old
+
+
+def completion_logprobs(samples: Sequence[Sample], logprobs: torch.Tensor) -> list[list[float]]:
+    """Each sample's completion log-probs out of a right-aligned batch tensor (as plain floats)."""
+    width = logprobs.shape[1]
+    return [logprobs[row, width - len(s.completion_ids):].detach().float().tolist() for row, s in enumerate(samples)]

@@ -128,7 +128,7 @@ class PPO:
                 rewards = torch.zeros_like(values)
                 rewards[:, -1] = torch.tensor(rewards_per_turn[start:start + len(chunk)], device=values.device)
                 advantages, returns = gae(rewards, values * mask, mask, cfg.gamma, cfg.lam)
-                old = self.policy.sampled_logprobs_tensor(chunk, logprobs)
+                old = self.policy.behaviour_logprobs(chunk, logprobs)
                 chunks.append({"tensors": tensors, "old_logprobs": old, "old_values": values * mask,
                                "advantages": advantages, "returns": returns, "roles": roles[start:start + len(chunk)]})
         all_adv = torch.cat([torch.nn.functional.pad(c["advantages"], (max(x["advantages"].shape[1] for x in chunks)

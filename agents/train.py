@@ -61,6 +61,15 @@ class TrainConfig:
     ``WANDB_MODE=offline`` works without an account), or ``none``."""
     show_completions: int = 1
     """Completions printed under the progress bar each step, with their reward (as TRL logs them)."""
+    rollout_server: str | None = None
+    """Base URL (``.../v1``) of an OpenAI-compatible server that samples the rollouts (vLLM with
+    ``--enable-lora``: the adapter is loaded into it after every update); None: in-process generate."""
+    rollout_server_api: Literal["vllm", "openai"] = "vllm"
+    """``vllm``: token-id prompts, sampled ids back, runtime LoRA loading; ``openai``: a plain
+    server (llama.cpp), text prompts, fixed weights (agents/generation.py)."""
+    rollout_retries: int = 2
+    """Retries of a step's rollouts when the rollout server fails (after its own per-call
+    retries): the step is played again from the same seed, never skipped."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
@@ -76,7 +85,7 @@ class Trainer:
         check_report_to(config.report_to)
         self.config = config
         set_seed(config.seed)
-        self.policy = policy or Policy(config.policy)
+        self.policy = policy or Policy(config.policy, generator=self._generator(config))
         self.algo = GRPO(self.policy, config.grpo) if config.algo == "grpo" else PPO(self.policy, config.ppo)
         self.envs = make_envs(config.env, config.group_size * config.groups_per_step, config.group_size, config.env_kwargs)
         self.step = 0
@@ -84,6 +93,42 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.logs = MetricsLog(self.out, report_to=config.report_to, run_config=plain_config(config))
         self.group_log = GroupLog(self.out, config.record_groups)
+
+    @staticmethod
+    def _generator(config: TrainConfig):
+        if config.rollout_server is None:
+            return None
+        from .generation import ServerConfig, ServerGenerator
+
+        return ServerGenerator(ServerConfig(url=config.rollout_server, api=config.rollout_server_api))
+
+    def _rollouts(self):
+        """The step's rollouts; a rollout server that fails is retried (same seed), then a clear error."""
+        from .generation import RolloutServerError
+
+        for attempt in range(self.config.rollout_retries + 1):
+            try:
+                if not getattr(self, "_generator_synced", False):  # a fresh or resumed run: serve these weights
+                    self.policy.sync_generator(self.step)
+                    self._generator_synced = True
+                return collect_rollouts(self.envs, self.policy, seed=self.config.seed * 100_003 + self.step)
+            except RolloutServerError as err:
+                if attempt == self.config.rollout_retries:
+                    raise RolloutServerError(f"step {self.step} not trained (the run stays at step {self.step}; "
+                                             f"resume when the server is back): {err}") from err
+                print(f"step {self.step}: rollout server failed ({err}); playing the step again", flush=True)
+        raise AssertionError("unreachable")
+
+    def _sync_after_update(self) -> dict[str, float]:
+        from .generation import RolloutServerError
+
+        try:
+            return self.policy.sync_generator(self.step + 1)
+        except RolloutServerError as err:  # the update is kept; the next step's rollouts load it again first
+            self._generator_synced = False
+            print(f"step {self.step}: loading the adapter into the rollout server failed ({err}); "
+                  "it is loaded again before the next rollouts", flush=True)
+            return {"adapter_reload_failed": 1.0}
 
     @property
     def history(self) -> list[dict[str, float]]:
@@ -93,9 +138,10 @@ class Trainer:
 
     def train_step(self) -> dict[str, float]:
         start = time.perf_counter()
-        batch = collect_rollouts(self.envs, self.policy, seed=self.config.seed * 100_003 + self.step)
+        batch = self._rollouts()
         rollout_s = time.perf_counter() - start
         stats = self.algo.update(batch)
+        stats.update(self._sync_after_update())
         self.group_log.log(batch.groups, self.step)
         self.last_batch = batch
         completion_tokens = sum(len(t.sample.completion_ids) for t in batch.turns)
