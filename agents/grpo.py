@@ -11,6 +11,7 @@ from typing import Literal, Sequence
 import torch
 
 from .config import AlgoConfig
+from .distributed import Ranks, sum_gradients, sum_scalar
 from .generation import drift_stats
 from .losses import LossStats, aggregate, clipped_token_loss, k3_kl
 from .policy import Policy, completion_logprobs
@@ -74,9 +75,12 @@ def group_advantages(rewards: torch.Tensor, group_ids: Sequence[int], scale: str
 class GRPO:
     """GRPO updates of a :class:`Policy` from :class:`RolloutBatch` es."""
 
-    def __init__(self, policy: Policy, config: GRPOConfig | None = None):
+    def __init__(self, policy: Policy, config: GRPOConfig | None = None, ranks: Ranks | None = None):
         self.policy = policy
         self.config = config or GRPOConfig()
+        self.ranks = ranks or Ranks()
+        if self.ranks.active and self.config.scale_rewards == "batch":
+            raise ValueError("scale_rewards='batch' needs every rank's rewards; use 'group' or 'none' with several ranks")
         self.optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=self.config.learning_rate,
                                            weight_decay=self.config.weight_decay)
 
@@ -96,11 +100,13 @@ class GRPO:
         stats = {"zero_variance_groups": float(len({(t.group, t.role) for t, z in zip(turns, zero_variance) if z})),
                  "groups": float(len({(t.group, t.role) for t in turns})), "loss": 0.0, "kl": 0.0, "clip_fraction": 0.0,
                  "approx_kl": 0.0, "entropy": 0.0, "trained_completions": float(len(keep))}
-        if not keep:  # every group had one reward for all: no gradient this step
+        # with several ranks every decision and normaliser is global, so the summed gradient is the one-process one
+        if not sum_scalar(len(keep), self.ranks):  # every group had one reward for all: no gradient this step
             return stats
         samples = [turns[i].sample for i in keep]
         adv = advantages[keep]
-        total_tokens = float(sum(len(s.completion_ids) for s in samples))
+        total_tokens = sum_scalar(float(sum(len(s.completion_ids) for s in samples)), self.ranks)
+        total_sequences = sum_scalar(float(len(samples)), self.ranks)
         max_new = self.policy.config.max_new_tokens
         self.policy.model.train()
         olds: dict[int, torch.Tensor] = {}  # the old policy's log-probs, fixed across iterations
@@ -125,10 +131,11 @@ class GRPO:
                     kl = k3_kl(logprobs, self.policy.reference_logprobs(batch_t))
                     token_loss = token_loss + cfg.beta * kl
                     kl_sum += float((kl * mask).sum())
-                loss = aggregate(token_loss, mask, cfg.loss_type, total_tokens, float(len(samples)), max_new)
+                loss = aggregate(token_loss, mask, cfg.loss_type, total_tokens, total_sequences, max_new)
                 loss.backward()
                 loss_sum += loss.item()
                 token_stats.add(logprobs, old, mask, clipped, scores.entropy)
+            sum_gradients(self.policy.trainable_parameters(), self.ranks)
             torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), cfg.max_grad_norm)
             self.optimizer.step()
         stats.update(loss=loss_sum, kl=kl_sum / total_tokens, **token_stats.means(),

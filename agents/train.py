@@ -17,7 +17,9 @@ import numpy as np
 
 from rubricgym.registration import base_env_id
 
-from .checkpoints import latest_checkpoint, load_adapter, load_trainer_state, plain_config, save_checkpoint, set_seed
+from . import distributed
+from .checkpoints import (latest_checkpoint, load_adapter, load_trainer_state, plain_config, rng_state, save_checkpoint,
+                          set_rng_state, set_seed)
 from .evaluation import evaluate, held_out_kwargs, make_envs
 from .grpo import GRPO, GRPOConfig
 from .logs import GroupLog, MetricsLog, check_report_to
@@ -84,15 +86,23 @@ class Trainer:
         base_env_id(config.env)  # an unknown id fails here, before the model loads
         check_report_to(config.report_to)
         self.config = config
+        self.ranks = distributed.setup()  # torchrun / accelerate launch: several ranks (agents/distributed.py)
+        if self.ranks.active and config.algo != "grpo":
+            raise ValueError("several ranks train GRPO only (PPO's value head is not synchronised); use --algo grpo")
+        self.local_groups = distributed.local_groups(config.groups_per_step, self.ranks)
         set_seed(config.seed)
         self.policy = policy or Policy(config.policy, generator=self._generator(config))
-        self.algo = GRPO(self.policy, config.grpo) if config.algo == "grpo" else PPO(self.policy, config.ppo)
-        self.envs = make_envs(config.env, config.group_size * config.groups_per_step, config.group_size, config.env_kwargs)
+        distributed.broadcast_parameters(self.policy.trainable_parameters(), self.ranks)
+        if self.ranks.active:  # same init everywhere, then each rank its own sampling noise
+            set_seed(config.seed + 7919 * self.ranks.rank)
+        self.algo = GRPO(self.policy, config.grpo, self.ranks) if config.algo == "grpo" else PPO(self.policy, config.ppo)
+        self.envs = make_envs(config.env, config.group_size * self.local_groups, config.group_size, config.env_kwargs)
         self.step = 0
         self.out = Path(config.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.logs = MetricsLog(self.out, report_to=config.report_to, run_config=plain_config(config))
-        self.group_log = GroupLog(self.out, config.record_groups)
+        main = self.ranks.main  # metrics, groups, plots and checkpoints come from rank 0
+        self.logs = MetricsLog(self.out, report_to=config.report_to if main else (), run_config=plain_config(config))
+        self.group_log = GroupLog(self.out, config.record_groups if main else 0)
 
     @staticmethod
     def _generator(config: TrainConfig):
@@ -111,7 +121,10 @@ class Trainer:
                 if not getattr(self, "_generator_synced", False):  # a fresh or resumed run: serve these weights
                     self.policy.sync_generator(self.step)
                     self._generator_synced = True
-                return collect_rollouts(self.envs, self.policy, seed=self.config.seed * 100_003 + self.step)
+                # rank r plays the groups a single process would play at group indices r*k ... r*k + k - 1
+                first_group = self.ranks.rank * self.local_groups
+                seed = self.config.seed * 100_003 + self.step + first_group * self.config.group_size
+                return collect_rollouts(self.envs, self.policy, seed=seed)
             except RolloutServerError as err:
                 if attempt == self.config.rollout_retries:
                     raise RolloutServerError(f"step {self.step} not trained (the run stays at step {self.step}; "
@@ -154,11 +167,13 @@ class Trainer:
         for key in ("valid_fraction", "mean_valid_corr", "mean_cot_reward", "num_items"):
             if rubric_rows:
                 stats[f"rubric_{key}"] = float(np.mean([r[key] for r in rubric_rows]))
+        stats = distributed.combine_stats(distributed.gather(stats, self.ranks))
         self.step += 1
         return stats
 
     def log(self, stats: dict[str, float]) -> None:
-        self.logs.log(stats)
+        if self.ranks.main:
+            self.logs.log(stats)
 
     def plot(self, path: Path | None = None, title: str | None = None) -> Path:
         return self.logs.plot(path or self.out / "reward_curve.png", title or f"{self.config.algo.upper()} on {self.config.env}")
@@ -166,25 +181,47 @@ class Trainer:
     # -- checkpoints ----------------------------------------------------------------------------
 
     def save_checkpoint(self) -> Path:
-        return save_checkpoint(self.out, self.step, self.policy, {"algo": self.algo.state_dict(), "history": self.history},
-                               self.config)
+        """Rank 0 writes (every rank's RNG state included, so a resumed multi-rank run continues exactly)."""
+        rngs = distributed.gather(rng_state(), self.ranks)
+        folder = self.out / f"checkpoint-{self.step}"
+        if self.ranks.main:
+            folder = save_checkpoint(self.out, self.step, self.policy,
+                                     {"algo": self.algo.state_dict(), "history": self.history, "rng_per_rank": rngs},
+                                     self.config)
+        distributed.barrier(self.ranks)
+        return folder
 
     def load_checkpoint(self, folder: str | Path) -> None:
         load_adapter(self.policy, folder)
         state = load_trainer_state(folder)
+        per_rank = state.get("rng_per_rank") or []
+        if len(per_rank) == self.ranks.world:
+            set_rng_state(per_rank[self.ranks.rank])
+        elif self.ranks.active:
+            raise ValueError(f"{folder} was saved by {len(per_rank) or 1} rank(s); resume it with as many")
         self.algo.load_state_dict(state["algo"])
         self.step = state["step"]
-        self.logs.restore(state["history"])
-        self.group_log.restore(self.step)
+        if self.ranks.main:
+            self.logs.restore(state["history"])
+        else:
+            self.logs.history = list(state["history"])
+        if self.ranks.main:
+            self.group_log.restore(self.step)
+        self._generator_synced = False
 
     latest_checkpoint = staticmethod(latest_checkpoint)
 
     # -- the run --------------------------------------------------------------------------------
 
     def evaluate(self, progress: bool = False) -> dict[str, float]:
+        """Held-out accuracy (rank 0 evaluates, the other ranks wait and get {})."""
+        if not self.ranks.main:
+            distributed.barrier(self.ranks)
+            return {}
         env_id, kwargs = held_out_kwargs(self.config.env, self.config.env_kwargs)
         kwargs = self.config.eval_env_kwargs or kwargs
         result = evaluate(self.policy, kwargs, tasks=self.config.eval_tasks, env_id=env_id, progress=progress)
+        distributed.barrier(self.ranks)
         return {"eval_accuracy": result["accuracy"], "eval_mean_reward": result["mean_reward"]}
 
     def run(self, progress: bool = True) -> dict[str, Any]:
@@ -195,6 +232,7 @@ class Trainer:
         before = self.evaluate(progress) if cfg.eval_tasks else {}
         if before:
             self.log({"step": self.step, **before})
+        progress = progress and self.ranks.main
         bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not progress)
         saved_at = None
         while self.step < cfg.steps:
@@ -217,7 +255,7 @@ class Trainer:
             self.log({"step": self.step, **after})
         if saved_at != self.step:  # one save per step: the final one carries the final evaluation
             self.save_checkpoint()
-        plot = self.plot()
+        plot = self.plot() if self.ranks.main else None
         self.logs.close()
         return {"before": before, "after": after, "minutes": (time.perf_counter() - started) / 60, "plot": str(plot),
                 "steps": self.step}
@@ -231,4 +269,7 @@ def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
             raise FileNotFoundError(f"no complete checkpoint to resume in {config.output_dir}")
         trainer.load_checkpoint(latest)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return trainer.run()
+    try:
+        return {**trainer.run(), "rank": trainer.ranks.rank}
+    finally:
+        distributed.teardown(trainer.ranks)

@@ -13,7 +13,8 @@ adds runs with GRPO's ``min_group_std`` set (``0.7:0.25``: oracle 0.7, std floor
 decide that knob's default.
 
     python benchmarks/judge_sensitivity.py --quick        # rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps
-    python benchmarks/judge_sensitivity.py                # rlvr, 0.5 ... 1.0 (+ floors); 3 seeds; 8 steps
+    python benchmarks/judge_sensitivity.py                # rlvr, 0.5, 0.7, 0.9, 1.0 (+ a floor); 2 seeds; 8 steps
+    python benchmarks/judge_sensitivity.py --accuracies 0.5,0.6,0.7,0.8,0.9,1.0 --seeds 3   # a finer sweep
 
 Ends with ``RESULT rlvr=<acc> oracle_1.0=<acc> oracle_0.7=<acc> oracle_0.5=<acc> ...``.
 """
@@ -42,9 +43,23 @@ def parse_reward(reward: str) -> tuple[str, float]:
     return judge, float(floor or 0.0)
 
 
+DONE = Path("/tmp/rubricgym-sensitivity/done")
+"""Finished runs (one JSON each): an interrupted sweep picks up where it stopped."""
+
+
 def train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tasks: int) -> list[bool]:
     """Per held-out task: solved after ``steps`` GRPO steps under ``reward`` (see :func:`parse_reward`;
     ``steps=0``: the untrained weights)."""
+    done = DONE / f"{reward.replace(':', '_').replace('|', '_')}-seed{seed}-steps{steps}-level{level}-tasks{eval_tasks}.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    solved = _train_and_evaluate(reward, seed, steps, level, eval_tasks)
+    DONE.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(solved))
+    return solved
+
+
+def _train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tasks: int) -> list[bool]:
     from rubricgym.agents.evaluation import make_envs
     from rubricgym.agents.grpo import GRPOConfig
     from rubricgym.agents.policy import PolicyConfig
@@ -80,10 +95,10 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps; 48 held-out tasks")
-    parser.add_argument("--accuracies", default="0.5,0.6,0.7,0.8,0.9,1.0")
+    parser.add_argument("--accuracies", default="0.5,0.7,0.9,1.0")
     parser.add_argument("--floors", default="0.7:0.25",
                         help="extra runs with GRPO's min_group_std: <accuracy>:<floor>,... (empty: none)")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--level", type=int, default=1)
     parser.add_argument("--eval-tasks", type=int, default=64)

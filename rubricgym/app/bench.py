@@ -231,7 +231,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
             row.update(stats[row["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[row["scheme"]]],
                        before_solved=[int(x) for x in before])
         rows += suite_rows
-    write_results(rows, curves, config)
+        write_results(rows, curves, config)  # after every suite: a later failure keeps what was measured
     return rows
 
 
@@ -282,8 +282,9 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     tag = "quick" if config.steps <= 4 else "full"
-    fig, axes = plt.subplots(3, len(config.suites), figsize=(6 * len(config.suites), 10), squeeze=False)
-    for column, suite in enumerate(config.suites):
+    suites = [suite for suite in config.suites if any(r["suite"] == suite for r in rows)]
+    fig, axes = plt.subplots(3, len(suites), figsize=(6 * len(suites), 10), squeeze=False)
+    for column, suite in enumerate(suites):
         for row, (metric, label) in enumerate([("reward", "training reward (each scheme on its own scale)"),
                                                ("accuracy", "training success (verified, same scale)")]):
             ax = axes[row][column]

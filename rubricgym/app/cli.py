@@ -236,6 +236,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     config = train_config(args)
     result = train(config, resume=args.resume)
+    if result.get("rank", 0):  # under torchrun only rank 0 reports
+        return 0
     before = result["before"].get("eval_accuracy", float("nan"))
     after = result["after"].get("eval_accuracy", float("nan"))
     print(f"held-out accuracy: before {before:.3f} -> after {after:.3f}   ({result['steps']} steps, "
