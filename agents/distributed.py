@@ -126,6 +126,16 @@ def barrier(ranks: Ranks) -> None:
         dist.barrier()
 
 
+def rank_share(turns: Sequence[Any], ranks: Ranks) -> tuple[list[int], list[Any]]:
+    """This rank's whole groups of a recorded step (by group index, as the trainer splits them):
+    the group indices and their turns. Replaying a one-process batch this way on N ranks must
+    give the one-process update (tests/test_distributed.py, benchmarks/multiprocess.py)."""
+    groups = sorted({t.group for t in turns})
+    share = len(groups) // ranks.world
+    mine = groups[ranks.rank * share:(ranks.rank + 1) * share]
+    return mine, [t for t in turns if t.group in mine]
+
+
 #: per-step stats that add up over ranks (the rest are averaged)
 SUMMED_STATS = frozenset({"completion_tokens", "trained_completions", "groups", "zero_variance_groups",
                           "judge_failed_groups", "loss", "kl"})

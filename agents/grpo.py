@@ -104,6 +104,8 @@ class GRPO:
         if not sum_scalar(len(keep), self.ranks):  # every group had one reward for all: no gradient this step
             return stats
         samples = [turns[i].sample for i in keep]
+        stats["rollout_staleness"] = sum(self.policy.version - s.meta.get("version", self.policy.version)
+                                         for s in samples) / len(samples) if samples else 0.0
         adv = advantages[keep]
         total_tokens = sum_scalar(float(sum(len(s.completion_ids) for s in samples)), self.ranks)
         total_sequences = sum_scalar(float(len(samples)), self.ranks)
@@ -137,7 +139,9 @@ class GRPO:
                 token_stats.add(logprobs, old, mask, clipped, scores.entropy)
             sum_gradients(self.policy.trainable_parameters(), self.ranks)
             torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), cfg.max_grad_norm)
-            self.optimizer.step()
+            with self.policy.weights_lock:  # never while an off-policy rollout samples
+                self.optimizer.step()
+                self.policy.version += 1
         stats.update(loss=loss_sum, kl=kl_sum / total_tokens, **token_stats.means(),
                      **drift_stats(server_samples, trainer_logprobs))
         return stats

@@ -169,6 +169,7 @@ class Policy:
                  generator: Any = None):
         self.config = config or PolicyConfig()
         self.generator = generator  # None: transformers generate in-process (see agents/generation.py)
+        self._versioning()
         self.device, self.dtype = resolve_device(self.config.device)
         if model is None:
             from rubricgym.models import load_model_and_tokenizer
@@ -200,8 +201,18 @@ class Policy:
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         policy.tokenizer, policy.model, policy.generator = tokenizer, model, None
+        policy._versioning()
         policy._set_generation(tokenizer)
         return policy
+
+    def _versioning(self) -> None:
+        import threading
+
+        self.version = 0
+        """Updates applied to the weights so far (samples record the version they came from)."""
+        self.weights_lock = threading.RLock()
+        """Held while sampling and while the optimizer changes the weights (off-policy rollouts run
+        in another thread: a sample never mixes two versions)."""
 
     def _set_generation(self, tokenizer: Any) -> None:
         self.threads = ThreadTuner(self.config.cpu_threads if self.device.type == "cpu" else "fixed")
@@ -252,13 +263,19 @@ class Policy:
         prompts = [list(p) for p in prompts]
         max_new_tokens = max_new_tokens or self.config.max_new_tokens
         temperature = temperature if temperature is not None else self.config.temperature
-        if self.generator is not None:  # a serving engine samples (vLLM): the model here only trains
-            return self.generator.generate(self, prompts, max_new_tokens, temperature, greedy)
-        was_training = self.model.training
-        try:
-            return self._generate(prompts, max_new_tokens, temperature, greedy)
-        finally:
-            self.model.train(was_training)
+        with self.weights_lock:
+            version = self.version
+            if self.generator is not None:  # a serving engine samples (vLLM): the model here only trains
+                samples = self.generator.generate(self, prompts, max_new_tokens, temperature, greedy)
+            else:
+                was_training = self.model.training
+                try:
+                    samples = self._generate(prompts, max_new_tokens, temperature, greedy)
+                finally:
+                    self.model.train(was_training)
+        for sample in samples:
+            sample.meta["version"] = version
+        return samples
 
     def _generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float, greedy: bool) -> list[Sample]:
         ids, mask = self._left_pad(prompts)

@@ -7,8 +7,11 @@ later *prompts*, so they are never part of a completion and never enter the loss
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -50,8 +53,14 @@ def _member_role_returns(trajectory) -> dict[str, float]:
 
 
 def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dict[str, Any] | None = None,
-                     greedy: bool = False, max_steps: int = 64) -> RolloutBatch:
-    """One episode for every member of every group, through ``envs.reset`` / ``envs.step``."""
+                     greedy: bool = False, max_steps: int = 64, generation_seed: int | None = None,
+                     generation_lock: Any = None) -> RolloutBatch:
+    """One episode for every member of every group, through ``envs.reset`` / ``envs.step``.
+
+    ``generation_seed`` seeds torch before each generation call (from the seed, the env step and
+    the role), so the samples do not depend on what else drew random numbers in between (other
+    waves); ``generation_lock`` makes each generation call exclusive (waves share one model)."""
+    import torch
     base = envs.unwrapped
     n = base.num_envs
     obs, info = envs.reset(seed=seed, options=options)
@@ -64,10 +73,13 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
         acting = [i for i in range(n) if not waiting[i] and not group_finished[base.group_of(i)]]
         actions: list[Any] = [""] * n
         acting_roles = {i: str(roles[i]) if roles[i] is not None else "reasoner" for i in acting}
-        for role in sorted(set(acting_roles.values())):
+        for role_index, role in enumerate(sorted(set(acting_roles.values()))):
             members = [i for i in acting if acting_roles[i] == role]
-            samples = policy.sample([list(obs[i]) for i in members], greedy=greedy,
-                                    max_new_tokens=policy.config.role_max_new_tokens.get(role))
+            with generation_lock or contextlib.nullcontext():
+                if generation_seed is not None:
+                    torch.manual_seed(generation_seed + 7919 * batch.steps + role_index)
+                samples = policy.sample([list(obs[i]) for i in members], greedy=greedy,
+                                        max_new_tokens=policy.config.role_max_new_tokens.get(role))
             for i, sample in zip(members, samples):
                 actions[i] = sample.text
                 pending[i].append((sample, role))
@@ -103,3 +115,52 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
         if group_finished.all():
             return batch
     raise RuntimeError(f"episodes did not finish within {max_steps} steps")
+
+
+def collect_waves(waves: Sequence[Any], policy: Policy, seed: int, overlap: bool = True) -> RolloutBatch:
+    """One step's groups played in waves (one group vector env each), merged into one batch.
+
+    With ``overlap`` every wave runs in its own thread and generation calls take turns on the
+    model: while one wave's ``envs.step`` waits for its judge (RULER's calls for the groups that
+    just finished, under the judge client's own concurrency limit), the next wave generates.
+    Without it the waves run one after the other. Each generation call is seeded from (seed,
+    wave, env step), so both orders sample the same completions and score the same rewards.
+    Wave ``w`` plays the tasks a single env would play at its group indices, so waves change
+    when, not what.
+    """
+    lock = threading.Lock()
+
+    def play(w: int) -> RolloutBatch:
+        first_group = sum(envs.unwrapped.num_groups for envs in waves[:w])
+        group_size = waves[w].unwrapped.group_size
+        return collect_rollouts(waves[w], policy, seed=seed + first_group * group_size,
+                                generation_seed=seed * 1_000_003 + 104_729 * w, generation_lock=lock)
+
+    if overlap:
+        with ThreadPoolExecutor(max_workers=len(waves), thread_name_prefix="rubricgym-wave") as pool:
+            batches = list(pool.map(play, range(len(waves))))
+    else:
+        batches = [play(w) for w in range(len(waves))]
+    merged = RolloutBatch()
+    group_offset = env_offset = 0
+    for envs, batch in zip(waves, batches):
+        merged.turns += [Turn(t.sample, t.env_index + env_offset, t.group + group_offset, t.role, t.reward)
+                         for t in batch.turns]
+        merged.episode_rewards += batch.episode_rewards
+        merged.episode_correct += batch.episode_correct
+        merged.infos += batch.infos
+        for group in batch.groups:
+            group.metadata["group"] = group.metadata.get("group", 0) + group_offset
+        merged.groups += batch.groups
+        merged.steps = max(merged.steps, batch.steps)
+        group_offset += envs.unwrapped.num_groups
+        env_offset += envs.unwrapped.num_envs
+    return merged
+
+
+class EnvWaves(list):
+    """The group vector envs of a run that plays its groups in waves."""
+
+    def close(self) -> None:
+        for envs in self:
+            envs.close()

@@ -25,7 +25,7 @@ from .grpo import GRPO, GRPOConfig
 from .logs import GroupLog, MetricsLog, check_report_to
 from .policy import Policy, PolicyConfig
 from .ppo import PPO, PPOConfig
-from .rollout import collect_rollouts
+from .rollout import EnvWaves, collect_rollouts, collect_waves
 
 
 @dataclass
@@ -69,6 +69,17 @@ class TrainConfig:
     rollout_server_api: Literal["vllm", "openai"] = "vllm"
     """``vllm``: token-id prompts, sampled ids back, runtime LoRA loading; ``openai``: a plain
     server (llama.cpp), text prompts, fixed weights (agents/generation.py)."""
+    rollout_waves: int = 1
+    """Play each step's groups in this many waves (one group vector env each, groups per step /
+    ranks divisible by it): with ``overlap_judging`` a wave's judge calls run while the next wave
+    generates. Every generation call is then seeded from (seed, wave, env step)."""
+    overlap_judging: bool = True
+    """With ``rollout_waves`` > 1: waves in threads, judging overlapping generation (benchmarks/overlap.py);
+    off: the same waves one after the other (same samples, same rewards)."""
+    off_policy: bool = False
+    """Generate step k+1's rollouts while step k trains (one step stale at most; ``rollout_staleness``
+    is logged, and the clipped ratio is taken against the sampling log-probs). A resumed run
+    regenerates the prefetched step, so resumes are not bit-exact with it."""
     rollout_retries: int = 2
     """Retries of a step's rollouts when the rollout server fails (after its own per-call
     retries): the step is played again from the same seed, never skipped."""
@@ -96,7 +107,14 @@ class Trainer:
         if self.ranks.active:  # same init everywhere, then each rank its own sampling noise
             set_seed(config.seed + 7919 * self.ranks.rank)
         self.algo = GRPO(self.policy, config.grpo, self.ranks) if config.algo == "grpo" else PPO(self.policy, config.ppo)
-        self.envs = make_envs(config.env, config.group_size * self.local_groups, config.group_size, config.env_kwargs)
+        if config.rollout_waves < 1 or self.local_groups % config.rollout_waves:
+            raise ValueError(f"rollout_waves ({config.rollout_waves}) must divide the groups each rank plays per step "
+                             f"({self.local_groups})")
+        per_wave = config.group_size * self.local_groups // config.rollout_waves
+        self.envs = make_envs(config.env, per_wave, config.group_size, config.env_kwargs) if config.rollout_waves == 1 \
+            else EnvWaves(make_envs(config.env, per_wave, config.group_size, config.env_kwargs)
+                          for _ in range(config.rollout_waves))
+        self._prefetch: Any = None  # off-policy: the next step's rollouts, in flight
         self.step = 0
         self.out = Path(config.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -112,8 +130,9 @@ class Trainer:
 
         return ServerGenerator(ServerConfig(url=config.rollout_server, api=config.rollout_server_api))
 
-    def _rollouts(self):
-        """The step's rollouts; a rollout server that fails is retried (same seed), then a clear error."""
+    def _rollouts(self, step: int | None = None):
+        """Rollouts of ``step`` (default: the current one); a rollout server that fails is retried
+        (same seed), then a clear error."""
         from .generation import RolloutServerError
 
         for attempt in range(self.config.rollout_retries + 1):
@@ -123,7 +142,10 @@ class Trainer:
                     self._generator_synced = True
                 # rank r plays the groups a single process would play at group indices r*k ... r*k + k - 1
                 first_group = self.ranks.rank * self.local_groups
-                seed = self.config.seed * 100_003 + self.step + first_group * self.config.group_size
+                step = self.step if step is None else step
+                seed = self.config.seed * 100_003 + step + first_group * self.config.group_size
+                if isinstance(self.envs, EnvWaves):
+                    return collect_waves(self.envs, self.policy, seed, overlap=self.config.overlap_judging)
                 return collect_rollouts(self.envs, self.policy, seed=seed)
             except RolloutServerError as err:
                 if attempt == self.config.rollout_retries:
@@ -151,8 +173,16 @@ class Trainer:
 
     def train_step(self) -> dict[str, float]:
         start = time.perf_counter()
-        batch = self._rollouts()
+        if self._prefetch is not None:  # off-policy: generated while the previous step trained
+            batch, self._prefetch = self._prefetch.result(), None
+        else:
+            batch = self._rollouts()
         rollout_s = time.perf_counter() - start
+        if self.config.off_policy and self.step + 1 < self.config.steps:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._prefetcher = getattr(self, "_prefetcher", None) or ThreadPoolExecutor(1, thread_name_prefix="rubricgym-next")
+            self._prefetch = self._prefetcher.submit(self._rollouts, self.step + 1)
         stats = self.algo.update(batch)
         stats.update(self._sync_after_update())
         self.group_log.log(batch.groups, self.step)

@@ -79,3 +79,59 @@ PY
 else
   echo "skipping the TRL + vLLM check: pip install vllm trl"
 fi
+
+# Our trainer with rollouts from a vLLM server (LoRA loaded after every update) against in-process
+# generate: tokens/s of each, adapter reload seconds, GRPO step time, the drift ratio (needs vllm).
+if python -c "import vllm" 2>/dev/null; then
+MODEL_DIR="${MODEL:-/tmp/rubricgym-gpu-model}"
+if [ -z "${MODEL:-}" ]; then
+python - <<'PY'
+import torch
+from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+from rubricgym.models import default_model_dir
+tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+torch.manual_seed(0)
+cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                  num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
+Qwen2ForCausalLM(cfg).to(torch.bfloat16).save_pretrained("/tmp/rubricgym-gpu-model")
+tokenizer.save_pretrained("/tmp/rubricgym-gpu-model")
+PY
+fi
+PORT=8011
+VLLM_ALLOW_RUNTIME_LORA_UPDATING=True python -m vllm.entrypoints.openai.api_server --model "$MODEL_DIR" \
+  --served-model-name policy --enable-lora --max-lora-rank 16 --gpu-memory-utilization 0.3 --port $PORT \
+  > /tmp/vllm_server.log 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 1 180); do curl -sf http://127.0.0.1:$PORT/v1/models >/dev/null && break; sleep 1; done
+MODEL_DIR="$MODEL_DIR" PORT=$PORT python - <<'PY'
+import json, os, time
+import torch
+from rubricgym.agents.policy import PolicyConfig
+from rubricgym.agents.train import TrainConfig, Trainer
+for mode in ("in-process", "vllm-server"):
+    config = TrainConfig(env="Math-v0", env_kwargs={"levels": (3,)}, steps=3, group_size=8, groups_per_step=8,
+                         eval_tasks=0, checkpoint_every=0, record_groups=0, report_to=(), show_completions=0,
+                         output_dir=f"/tmp/rubricgym-gpu-{mode}",
+                         rollout_server=f"http://127.0.0.1:{os.environ['PORT']}/v1" if mode == "vllm-server" else None,
+                         policy=PolicyConfig(model=os.environ["MODEL_DIR"], max_new_tokens=128))
+    trainer = Trainer(config)
+    rows = []
+    for _ in range(3):
+        torch.cuda.synchronize(); start = time.perf_counter()
+        stats = trainer.train_step()
+        torch.cuda.synchronize(); stats["wall_s"] = time.perf_counter() - start
+        rows.append(stats)
+    last = rows[1:]  # the first step pays warm-up
+    print(json.dumps({"check": "rollouts", "mode": mode,
+                      "sample_tokens_per_s": round(sum(r["completion_tokens"] for r in last) / sum(r["rollout_seconds"] for r in last), 1),
+                      "step_s": round(sum(r["wall_s"] for r in last) / len(last), 2),
+                      "adapter_reload_s": [round(r.get("adapter_reload_seconds", 0.0), 2) for r in rows],
+                      "rollout_ratio_mean": [r.get("rollout_ratio_mean") for r in rows]}))
+    del trainer
+    torch.cuda.empty_cache()
+PY
+kill $SERVER 2>/dev/null || true
+else
+  echo "skipping the vLLM rollout-server check: pip install vllm"
+fi

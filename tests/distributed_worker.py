@@ -30,7 +30,8 @@ def replay(batches_path: str, out: str) -> None:
     """Every recorded step's groups split across the ranks (whole groups), one update each."""
     import torch
 
-    from rubricgym.agents.rollout import RolloutBatch, Turn
+    from rubricgym.agents.distributed import rank_share
+    from rubricgym.agents.rollout import RolloutBatch
     from rubricgym.agents.train import Trainer
 
     recorded = pickle.loads(open(batches_path, "rb").read())
@@ -38,11 +39,9 @@ def replay(batches_path: str, out: str) -> None:
     ranks = trainer.ranks
     received = []
     for turns in recorded:
-        groups = sorted({t.group for t in turns})
-        mine = groups[ranks.rank * trainer.local_groups:(ranks.rank + 1) * trainer.local_groups]
+        mine, share = rank_share(turns, ranks)
         received.append(mine)
-        local = RolloutBatch(turns=[Turn(t.sample, t.env_index, t.group, t.role, t.reward) for t in turns if t.group in mine])
-        trainer.algo.update(local)
+        trainer.algo.update(RolloutBatch(turns=share))
     if ranks.main:
         torch.save(lora_state(trainer), out)
     with open(f"{out}.rank{ranks.rank}.json", "w") as handle:

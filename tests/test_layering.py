@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE_OF = {"rubricgym": "rubricgym", "envs": "rubricgym.envs", "wrappers": "rubricgym.wrappers", "agents": "rubricgym.agents"}
-APPLICATION = ("rubricgym/app/", "rubricgym/integrations/", "rubricgym/__main__.py")
+PACKAGE_OF = {"rubricgym": "rubricgym", "envs": "rubricgym.envs", "wrappers": "rubricgym.wrappers", "agents": "rubricgym.agents",
+              "integrations": "rubricgym.integrations"}
+APPLICATION = ("rubricgym/app/", "rubricgym/__main__.py")
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -55,10 +56,17 @@ def test_application_layer_is_where_the_kernel_meets_the_rest():
     assert violations("rubricgym/app", ("rubricgym.agents",))
 
 
+def test_nothing_imports_the_integrations():
+    # TRL / verl adapters sit on top (DESIGN.md): no layer below may depend on them
+    for folder in ("rubricgym", "envs", "wrappers", "agents"):
+        assert violations(folder, ("rubricgym.integrations",)) == []
+
+
 @pytest.mark.parametrize("folder,forbidden", [
     ("envs", ("rubricgym.wrappers", "rubricgym.agents", "rubricgym.judges", "rubricgym.llm", "rubricgym.app")),
     ("wrappers", ("rubricgym.agents", "rubricgym.app")),
-    ("agents", ("rubricgym.app",)),
+    ("agents", ("rubricgym.app", "rubricgym.integrations")),
+    ("integrations", ("rubricgym.app",)),
 ])
 def test_dependencies_point_one_way(folder, forbidden):
     assert violations(folder, forbidden) == []
