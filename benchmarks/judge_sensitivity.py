@@ -13,7 +13,8 @@ adds runs with GRPO's ``min_group_std`` set (``0.7:0.25``: oracle 0.7, std floor
 decide that knob's default.
 
     python benchmarks/judge_sensitivity.py --quick        # rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps
-    python benchmarks/judge_sensitivity.py                # rlvr, 0.5, 0.7, 0.9, 1.0 (+ a floor); 2 seeds; 8 steps
+    python benchmarks/judge_sensitivity.py                # rlvr, 0.5, 0.7, 1.0; 2 seeds; 8 steps
+    python benchmarks/judge_sensitivity.py --floors 0.7:0.25   # + oracle 0.7 with min_group_std 0.25
     python benchmarks/judge_sensitivity.py --accuracies 0.5,0.6,0.7,0.8,0.9,1.0 --seeds 3   # a finer sweep
 
 Ends with ``RESULT rlvr=<acc> oracle_1.0=<acc> oracle_0.7=<acc> oracle_0.5=<acc> ...``.
@@ -95,8 +96,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps; 48 held-out tasks")
-    parser.add_argument("--accuracies", default="0.5,0.7,0.9,1.0")
-    parser.add_argument("--floors", default="0.7:0.25",
+    parser.add_argument("--accuracies", default="0.5,0.7,1.0")
+    parser.add_argument("--floors", default="",
                         help="extra runs with GRPO's min_group_std: <accuracy>:<floor>,... (empty: none)")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=8)
@@ -125,7 +126,9 @@ def main() -> None:
 
     name = "judge_sensitivity_quick" if args.quick else "judge_sensitivity"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/judge_sensitivity.py " + " ".join(sys.argv[1:])
+    import shlex
+
+    command = "python benchmarks/judge_sensitivity.py " + shlex.join(sys.argv[1:])
     (RESULTS / f"{name}.json").write_text(json.dumps({"command": command.strip(), "steps": args.steps, "seeds": args.seeds,
                                                       "level": args.level, "eval_tasks": args.eval_tasks, "minutes": minutes,
                                                       "before": float(np.mean(before)), "before_solved": before,
