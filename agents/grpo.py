@@ -36,8 +36,9 @@ class GRPOConfig(AlgoConfig):
     """Added to the std before dividing (TRL's 1e-4)."""
     min_group_std: float = 0.0
     """With group scaling, divide by ``max(std, min_group_std)``: near-equal judge scores (1.0 vs
-    0.9999) then give near-zero advantages instead of full-size ones. 0 = TRL's behaviour. Off by
-    default until a sensitivity run shows it helps (issue #15); e.g. 0.05 for 0..1 judge scores."""
+    0.9999) then give near-zero advantages instead of full-size ones. 0 = TRL's behaviour, the
+    default: no run showed a floor helps (benchmarks/judge_sensitivity.py --floors measures it);
+    e.g. 0.05 for 0..1 judge scores."""
 
 
 def group_advantages(rewards: torch.Tensor, group_ids: Sequence[int], scale: str = "group",

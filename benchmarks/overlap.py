@@ -8,7 +8,12 @@ same trajectories always get the same scores). The agent (default model + LoRA, 
 waves run one after the other. Same seeds, same steps: the rewards must be identical, and the
 step time ratio (on / off) is the figure.
 
-    python benchmarks/overlap.py            # 4 groups x 4, 3 steps each way
+    python benchmarks/overlap.py            # 8 groups x 2, 8 tokens, 3 steps each way
+
+The ratio depends on how long a wave generates against how long the judge takes: here a wave is
+short (one group of 2, 8 tokens, about 0.3 s on one CPU thread) against 1 s of judge latency, as
+with a GPU policy and an API judge. Generation uses one torch thread in both modes: on 2 cores,
+OpenMP's spinning threads stall whenever the judging thread takes a core.
 
 Ends with ``RESULT step_time_ratio=<on/off> identical_rewards=<true|false>`` (target <= 0.7).
 """
@@ -52,7 +57,7 @@ def run(overlap: bool, args, judge_url: str) -> tuple[list[float], list[list[flo
                          rollout_waves=args.groups, overlap_judging=overlap, eval_tasks=0, checkpoint_every=0,
                          record_groups=0, report_to=(), show_completions=0, seed=0,
                          output_dir=f"/tmp/rubricgym-overlap/{'on' if overlap else 'off'}",
-                         policy=PolicyConfig(max_new_tokens=args.max_new_tokens, cpu_threads="fixed"))
+                         policy=PolicyConfig(max_new_tokens=args.max_new_tokens, cpu_threads=args.threads))
     trainer = Trainer(config)
     seconds, rewards = [], []
     for _ in range(args.steps):
@@ -69,9 +74,11 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--groups", type=int, default=4, help="groups per step (one wave each)")
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--groups", type=int, default=8, help="groups per step (one wave each)")
+    parser.add_argument("--group-size", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--threads", default="1",
+                        help="torch threads for generation (1: a judge thread's work does not stall OpenMP's spinning threads)")
     parser.add_argument("--latency", type=float, default=1.0, help="seconds per judge call")
     args = parser.parse_args()
     with LoopbackServer(chat=ruler_reply, latency_s=args.latency) as server:

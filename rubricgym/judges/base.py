@@ -13,6 +13,7 @@ wrappers in :mod:`rubricgym.wrappers.episode` write a GroupScore into the env lo
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, Union
@@ -139,25 +140,56 @@ async def rescore_group(group: Group, scorer: GroupScorer) -> GroupScore:
     return result
 
 
+class _JudgeLoop:
+    """One event loop in a daemon thread that runs every judge call of the process.
+
+    Sync callers (env steps, rollout waves in threads) submit coroutines to it and wait, so the
+    calls of concurrent callers share one loop: the LLM client's concurrency limit holds across
+    them, LiteLLM builds its HTTP client once instead of once per ``asyncio.run`` (about a second
+    of Python work that would compete with generation for the GIL), and a wave's judge calls
+    overlap the next wave's generation. A forked child starts its own loop on first use.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:  # the parent's loop thread does not exist in a forked child
+        self._lock = threading.Lock()
+        self.loop, self.thread = None, None
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self.loop is None or self.loop.is_closed() or not (self.thread and self.thread.is_alive()):
+                self.loop = asyncio.new_event_loop()
+                self.thread = threading.Thread(target=self.loop.run_forever, name="rubricgym-judge-loop", daemon=True)
+                self.thread.start()
+            return self.loop
+
+
+_JUDGE_LOOP = _JudgeLoop()
+
+
 def run_sync(coroutine):
-    """Run a coroutine from sync code, also when an event loop is already running (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    box: dict[str, Any] = {}
+    """Run a coroutine from sync code on the process's judge loop (also from threads, and when an
+    event loop is already running in this thread, as in notebooks)."""
+    if threading.current_thread() is _JUDGE_LOOP.thread:  # sync code called from a judge coroutine
+        box: dict[str, Any] = {}
 
-    def target():
-        try:
-            box["value"] = asyncio.run(coroutine)
-        except BaseException as err:  # re-raised in the caller's thread
-            box["error"] = err
+        def target():
+            try:
+                box["value"] = asyncio.run(coroutine)
+            except BaseException as err:  # re-raised in the caller's thread
+                box["error"] = err
 
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+    return asyncio.run_coroutine_threadsafe(coroutine, _JUDGE_LOOP.get()).result()
 
 
