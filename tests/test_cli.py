@@ -43,7 +43,7 @@ def test_bench_quick_preset_and_explicit_flags():
     from rubricgym.app.bench import BenchConfig
 
     quick = parse("bench", "--quick")
-    assert (quick.steps, quick.math_group_size, quick.rag_group_size, quick.eval_tasks) == (2, 4, 4, 24)
+    assert (quick.steps, quick.math_group_size, quick.rag_group_size, quick.eval_tasks) == (2, 4, 2, 16)
     assert parse("bench", "--seeds", "0,1,2").seeds == (0, 1, 2)
     assert parse("bench", "--quick", "--steps", "5").steps == 5  # an explicit flag wins over the preset
     assert parse("bench").steps == BenchConfig().steps and parse("bench", "--suites", "math").suites == ("math",)

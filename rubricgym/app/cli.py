@@ -283,8 +283,8 @@ def _add_env_flags(p: argparse.ArgumentParser) -> None:
 
 
 #: ``rubricgym bench --quick``: a small budget that finishes in under 10 minutes on CPU
-QUICK_BENCH = {"steps": 2, "math_groups_per_step": 2, "math_group_size": 4, "rag_groups_per_step": 1,
-               "rag_group_size": 4, "eval_tasks": 24, "judge_max_tokens": 300, "judge_max_fixes": 1}
+QUICK_BENCH = {"steps": 2, "math_groups_per_step": 1, "math_group_size": 4, "rag_groups_per_step": 1,
+               "rag_group_size": 2, "eval_tasks": 16, "judge_max_tokens": 300, "judge_max_fixes": 1}
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
