@@ -13,7 +13,7 @@ adds runs with GRPO's ``min_group_std`` set (``0.7:0.25``: oracle 0.7, std floor
 decide that knob's default.
 
     python benchmarks/judge_sensitivity.py --quick        # rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps
-    python benchmarks/judge_sensitivity.py                # rlvr, 0.5, 0.7, 1.0; 2 seeds; 8 steps
+    python benchmarks/judge_sensitivity.py                # rlvr, 0.5, 0.7, 0.9, 1.0; 2 seeds; 8 steps
     python benchmarks/judge_sensitivity.py --floors 0.7:0.25   # + oracle 0.7 with min_group_std 0.25
     python benchmarks/judge_sensitivity.py --accuracies 0.5,0.6,0.7,0.8,0.9,1.0 --seeds 3   # a finer sweep
 
@@ -96,7 +96,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps; 48 held-out tasks")
-    parser.add_argument("--accuracies", default="0.5,0.7,1.0")
+    parser.add_argument("--accuracies", default="0.5,0.7,0.9,1.0")
     parser.add_argument("--floors", default="",
                         help="extra runs with GRPO's min_group_std: <accuracy>:<floor>,... (empty: none)")
     parser.add_argument("--seeds", type=int, default=2)
