@@ -60,7 +60,7 @@ class BenchConfig:
     schemes: tuple[str, ...] = ()
     """Subset of scheme names (empty: all of each suite)."""
     steps: int = 6
-    """Training steps per scheme (the default run: about 40 minutes for all eight schemes on 2 CPU cores)."""
+    """Training steps per scheme."""
     seeds: tuple[int, ...] = (0,)
     """Training seeds, the same for every scheme (paired); more seeds widen the intervals honestly."""
     eval_tasks: int = 48
