@@ -25,4 +25,5 @@ class AlgoConfig:
     """Upper clip of the ratio: 1 + epsilon_high (clip-higher; PPO uses the symmetric 0.2)."""
     micro_batch_size: int = 2
     """Completions per forward/backward pass (gradients accumulate across micro-batches): small
-    micro-batches bound the activation memory at little cost in speed on CPU."""
+    micro-batches bound the activation memory at little cost in speed on CPU. On a GPU use 16 or
+    more: 2 made an H200's update 4.4x slower at the same peak memory (benchmarks/results/gpu_check.md)."""

@@ -3,7 +3,8 @@
 # model in bf16, printing tokens/s and peak GPU memory. Needs a CUDA torch and the model files:
 #   MODEL=/path/to/Qwen2.5-0.5B-Instruct bash benchmarks/gpu_check.sh
 # Without MODEL it builds a randomly initialised ~0.5B Qwen2-shaped model (same shapes and cost),
-# since the machine has no hub access.
+# since the machine has no hub access. TOKENIZER=<folder> names a tokenizer folder to use instead
+# of the default model's (the default model's GGUF is too large to carry to a bare machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python - <<'PY'
@@ -11,14 +12,14 @@ import os, time, json
 import torch, gymnasium as gym
 import rubricgym
 from rubricgym.agents.policy import Policy, PolicyConfig
-from rubricgym.agents.grpo import GRPO
-from rubricgym.agents.ppo import PPO
+from rubricgym.agents.grpo import GRPO, GRPOConfig
+from rubricgym.agents.ppo import PPO, PPOConfig
 from rubricgym.agents.rollout import collect_rollouts
 from rubricgym.models import default_model_dir
 from transformers import AutoTokenizer, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 assert torch.cuda.is_available(), "this check needs a CUDA GPU"
-tokenizer = AutoTokenizer.from_pretrained(os.environ.get("MODEL") or default_model_dir())
+tokenizer = AutoTokenizer.from_pretrained(os.environ.get("TOKENIZER") or os.environ.get("MODEL") or default_model_dir())
 if os.environ.get("MODEL"):
     model = AutoModelForCausalLM.from_pretrained(os.environ["MODEL"], dtype=torch.bfloat16)
 else:
@@ -27,23 +28,31 @@ else:
                       num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
     model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
 print("parameters:", sum(p.numel() for p in model.parameters()) / 1e6, "M")
-for algo in ("grpo", "ppo"):
+# (algorithm, completions: groups of 8, micro-batch size): the defaults (GRPO 2, PPO 16) were
+# measured on the 2-core CPU machine; GRPO at 16 shows what a GPU user should set
+for algo, num_envs, micro in (("grpo", 32, 2), ("grpo", 256, 2), ("grpo", 256, 16), ("ppo", 32, 16), ("ppo", 256, 16)):
     torch.cuda.reset_peak_memory_stats()
     policy = Policy(PolicyConfig(device="auto", max_new_tokens=128), model=model, tokenizer=tokenizer)
-    trainer = GRPO(policy) if algo == "grpo" else PPO(policy)
-    envs = gym.make_vec("Math-v0", num_envs=32, group_size=8, levels=(3,))
+    trainer = (GRPO(policy, GRPOConfig(micro_batch_size=micro)) if algo == "grpo"
+               else PPO(policy, PPOConfig(micro_batch_size=micro)))
+    envs = gym.make_vec("Math-v0", num_envs=num_envs, group_size=8, levels=(3,))
+    collect_rollouts(gym.make_vec("Math-v0", num_envs=8, group_size=8, levels=(3,)), policy, seed=1)  # warm-up
     torch.cuda.synchronize(); start = time.perf_counter()
     batch = collect_rollouts(envs, policy, seed=0)
     torch.cuda.synchronize(); rollout = time.perf_counter() - start
+    # a random model earns one reward for all (GRPO would skip the update): alternate the rewards
+    # so that the timed update is a real one over every completion
+    for i, turn in enumerate(batch.turns):
+        turn.reward = float(i % 2)
     start = time.perf_counter()
     stats = trainer.update(batch)
     torch.cuda.synchronize(); update = time.perf_counter() - start
     tokens = sum(len(t.sample.completion_ids) for t in batch.turns)
-    print(json.dumps({"algo": algo, "dtype": str(policy.dtype), "completions": len(batch.turns), "tokens": tokens,
+    print(json.dumps({"algo": algo, "micro_batch_size": micro, "dtype": str(policy.dtype), "completions": len(batch.turns), "tokens": tokens,
                       "sample_tokens_per_s": round(tokens / rollout, 1), "update_tokens_per_s": round(tokens / update, 1),
                       "rollout_s": round(rollout, 2), "update_s": round(update, 2),
                       "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
-                      "loss": stats.get("loss")}))
+                      "loss": stats.get("loss"), "trained": stats.get("trained_completions")}), flush=True)
     model = policy.model.unload() if hasattr(policy.model, "unload") else policy.model  # drop the adapter
 PY
 
@@ -80,16 +89,17 @@ else
   echo "skipping the TRL + vLLM check: pip install vllm trl"
 fi
 
-# Our trainer with rollouts from a vLLM server (LoRA loaded after every update) against in-process
-# generate: tokens/s of each, adapter reload seconds, GRPO step time, the drift ratio (needs vllm).
-if python -c "import vllm" 2>/dev/null; then
+# Our trainer (rubricgym train's Trainer, RLVR on Math-v0) with in-process generate, and with
+# rollouts from a vLLM server (LoRA loaded after every update) where vllm is installed: tokens/s of
+# each, adapter reload seconds, GRPO step time, the drift ratio.
 MODEL_DIR="${MODEL:-/tmp/rubricgym-gpu-model}"
 if [ -z "${MODEL:-}" ]; then
 python - <<'PY'
+import os
 import torch
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 from rubricgym.models import default_model_dir
-tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+tokenizer = AutoTokenizer.from_pretrained(os.environ.get("TOKENIZER") or default_model_dir())
 torch.manual_seed(0)
 cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                   num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
@@ -97,19 +107,25 @@ Qwen2ForCausalLM(cfg).to(torch.bfloat16).save_pretrained("/tmp/rubricgym-gpu-mod
 tokenizer.save_pretrained("/tmp/rubricgym-gpu-model")
 PY
 fi
+MODES="in-process"
 PORT=8011
+if python -c "import vllm" 2>/dev/null; then
+MODES="in-process vllm-server"
 VLLM_ALLOW_RUNTIME_LORA_UPDATING=True python -m vllm.entrypoints.openai.api_server --model "$MODEL_DIR" \
   --served-model-name policy --enable-lora --max-lora-rank 16 --gpu-memory-utilization 0.3 --port $PORT \
   > /tmp/vllm_server.log 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 180); do curl -sf http://127.0.0.1:$PORT/v1/models >/dev/null && break; sleep 1; done
-MODEL_DIR="$MODEL_DIR" PORT=$PORT python - <<'PY'
+else
+  echo "the vLLM rollout-server check is skipped: pip install vllm"
+fi
+MODES="$MODES" MODEL_DIR="$MODEL_DIR" PORT=$PORT python - <<'PY'
 import json, os, time
 import torch
 from rubricgym.agents.policy import PolicyConfig
 from rubricgym.agents.train import TrainConfig, Trainer
-for mode in ("in-process", "vllm-server"):
+for mode in os.environ["MODES"].split():
     config = TrainConfig(env="Math-v0", env_kwargs={"levels": (3,)}, steps=3, group_size=8, groups_per_step=8,
                          eval_tasks=0, checkpoint_every=0, record_groups=0, report_to=(), show_completions=0,
                          output_dir=f"/tmp/rubricgym-gpu-{mode}",
@@ -131,7 +147,4 @@ for mode in ("in-process", "vllm-server"):
     del trainer
     torch.cuda.empty_cache()
 PY
-kill $SERVER 2>/dev/null || true
-else
-  echo "skipping the vLLM rollout-server check: pip install vllm"
-fi
+[ -n "${SERVER:-}" ] && kill $SERVER 2>/dev/null || true
