@@ -1,6 +1,6 @@
 """Judge efficiency: prefix dedup, concurrency and the disk cache, measured over real HTTP.
 
-A loopback OpenAI-compatible server (threaded, stdlib) answers every chat completion after an
+The loopback OpenAI-compatible server (``rubricgym.app.loopback``) answers every chat completion after an
 injected latency (default 300 ms), counts prompt tokens with a fixed word/punctuation
 tokenizer, and returns a valid score for every trajectory id in the prompt. The judge talks to
 it through LiteLLM exactly as it would to vLLM or llama.cpp. Three measurements, side by side
@@ -24,12 +24,11 @@ import json
 import os
 import re
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from rubricgym.app.loopback import LoopbackServer, Reply, chat_body  # noqa: E402
 from rubricgym.llm import LLMConfig, make_llm  # noqa: E402
 from rubricgym.judges.ruler import RulerConfig, ruler_score  # noqa: E402
 
@@ -41,46 +40,22 @@ def count_tokens(text: str) -> int:
     return len(TOKEN.findall(text))
 
 
-class JudgeServer:
-    """A minimal OpenAI-compatible chat server with a fixed latency, counting calls and tokens."""
+class JudgeServer(LoopbackServer):
+    """The loopback server with a fixed latency, answering a valid score for every trajectory id
+    and counting calls and prompt tokens."""
 
     def __init__(self, latency_s: float):
-        self.latency_s, self.calls, self.prompt_tokens = latency_s, 0, 0
-        self.lock = threading.Lock()
-        server = self
+        self.calls, self.prompt_tokens = 0, 0
+        super().__init__(chat=self.score, latency_s=latency_s)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = "\n".join(str(m.get("content") or "") for m in body["messages"])
-                tokens = count_tokens(prompt)
-                with server.lock:
-                    server.calls += 1
-                    server.prompt_tokens += tokens
-                time.sleep(server.latency_s)
-                ids = IDS.findall(prompt)
-                reply = json.dumps({"scores": [{"trajectory_id": i, "explanation": "ok", "score": 0.5} for i in ids]})
-                payload = json.dumps({
-                    "id": "x", "object": "chat.completion", "created": 0, "model": body.get("model", "judge"),
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
-                    "usage": {"prompt_tokens": tokens, "completion_tokens": count_tokens(reply),
-                              "total_tokens": tokens + count_tokens(reply)},
-                }).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 64  # the default backlog of 5 drops concurrent connects (a ~1 s SYN retry)
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    def score(self, body: dict) -> Reply:
+        prompt = "\n".join(str(m.get("content") or "") for m in body["messages"])
+        tokens = count_tokens(prompt)
+        with self.lock:
+            self.calls += 1
+            self.prompt_tokens += tokens
+        reply = json.dumps({"scores": [{"trajectory_id": i, "explanation": "ok", "score": 0.5} for i in IDS.findall(prompt)]})
+        return Reply(body=chat_body(body.get("model", "judge"), reply, tokens, count_tokens(reply)))
 
 
 def make_group(group_index: int, system_tokens: int = 1000, size: int = 8) -> list[list[dict]]:
@@ -153,7 +128,7 @@ def main() -> None:
     print(f"re-run of {args.groups} groups: {rerun_calls} server calls, {rerun_client.usage.cache_hits} cache hits")
     print(f"RESULT dedup_token_ratio={dedup_ratio:.3f} concurrency_speedup={sequential_s / concurrent_s:.2f} "
           f"cache_calls_on_rerun={rerun_calls}")
-    server.httpd.shutdown()
+    server.close()
 
 
 if __name__ == "__main__":
