@@ -61,6 +61,10 @@ class RolloutServerError(RuntimeError):
     """The rollout server could not be reached or answered wrongly after every retry."""
 
 
+class _Transient(Exception):
+    """A failure worth another try (refused, reset, timed out, 5xx, 429, a reply that is not JSON)."""
+
+
 @dataclass
 class ServerConfig:
     """How to reach an OpenAI-compatible rollout server."""
@@ -111,28 +115,32 @@ class ServerGenerator:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         import httpx
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
         url = self.config.url.rstrip("/") + path
-        last = ""
-        for attempt in range(self.config.max_retries + 1):
-            if attempt:
-                time.sleep(self.config.backoff_s * 2 ** (attempt - 1))
+
+        def attempt() -> dict[str, Any]:
             try:
                 response = self._client.request(method, url, json=body)
             except httpx.HTTPError as err:  # refused, reset, timed out: the server may come back
-                last = f"{type(err).__name__}: {err}"
-                continue
+                raise _Transient(f"{type(err).__name__}: {err}") from err
             if response.status_code >= 500 or response.status_code == 429:
-                last = f"HTTP {response.status_code}: {response.text[:300]}"
-                continue
+                raise _Transient(f"HTTP {response.status_code}: {response.text[:300]}")
             if response.status_code >= 400:  # a request the server will never accept: no retry
                 raise RolloutServerError(f"{method} {url} was refused: HTTP {response.status_code}: {response.text[:500]}")
             try:
                 return response.json()
             except ValueError:
-                last = f"a reply that is not JSON: {response.text[:200]!r}"
-        raise RolloutServerError(f"the rollout server at {self.config.url} failed {self.config.max_retries + 1} times "
-                                 f"({method} {path}): {last}. Is it running (vllm serve ... --enable-lora)?")
+                raise _Transient(f"a reply that is not JSON: {response.text[:200]!r}") from None
+
+        retrying = Retrying(stop=stop_after_attempt(self.config.max_retries + 1), reraise=True,
+                            wait=wait_exponential(multiplier=self.config.backoff_s, exp_base=2),
+                            retry=retry_if_exception_type(_Transient))
+        try:
+            return retrying(attempt)
+        except _Transient as err:
+            raise RolloutServerError(f"the rollout server at {self.config.url} failed {self.config.max_retries + 1} times "
+                                     f"({method} {path}): {err}. Is it running (vllm serve ... --enable-lora)?") from err
 
     def model_name(self) -> str:
         if self.config.model is None:
