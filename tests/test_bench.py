@@ -50,10 +50,12 @@ def test_bench_counts_each_judged_schemes_own_calls(tmp_path):
     judge, backend = scripted_judge(lambda messages, i: reply_scores(messages), cache_dir=None)
     config = BenchConfig(suites=("math",), schemes=("ruler", "ruler+rlvr"), steps=2, math_group_size=2,
                          math_groups_per_step=1, eval_tasks=2, math_max_new_tokens=8, judge=backend,
-                         output_dir=str(tmp_path), command="t")
+                         output_dir=str(tmp_path), command="t", results_name="ruler_pair")
     rows = run_bench(config, progress=False)[1:]  # the reference (rlvr) always runs first
     assert [(r["judge_calls"], r["judge_failed_groups"]) for r in rows] == [(2, 0), (2, 0)]
     assert len(backend.requests) == 4
     # "replace" takes the judge's score alone (0.5 for unmarked replies); "sum" adds the outcome
     assert rows[0]["mean_train_reward"] == 0.5
     assert rows[1]["mean_train_reward"] == 0.5 + 2 * rows[1]["mean_train_accuracy"] - 1
+    # a named subset run writes its own files and leaves the default tables alone
+    assert sorted(p.name for p in tmp_path.glob("*.*")) == ["ruler_pair.json", "ruler_pair.md", "ruler_pair.png"]

@@ -94,7 +94,12 @@ class BenchConfig:
     resamples: int = 4000
     """Bootstrap resamples per interval."""
     output_dir: str = "benchmarks/results"
+    """Folder of the result files."""
+    results_name: str = ""
+    """Stem of the result files (``<stem>.md/.png/.json``); empty: ``reward_schemes_quick`` at 4
+    steps or fewer, else ``reward_schemes_full``. Name subset runs so they do not replace the full table."""
     command: str = ""
+    """The command line of the run, written at the top of the table."""
 
     def budget(self, suite: str) -> dict[str, int]:
         """The suite's group size, groups per step and reply budget."""
@@ -281,7 +286,7 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tag = "quick" if config.steps <= 4 else "full"
+    stem = config.results_name or ("reward_schemes_quick" if config.steps <= 4 else "reward_schemes_full")
     suites = [suite for suite in config.suites if any(r["suite"] == suite for r in rows)]
     fig, axes = plt.subplots(3, len(suites), figsize=(6 * len(suites), 10), squeeze=False)
     for column, suite in enumerate(suites):
@@ -308,9 +313,9 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
             ax.set_title(f"{suite}: held-out after, 95 % CI (green: gain significant)", fontsize=10)
             ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / f"reward_schemes_{tag}.png", dpi=110)
+    fig.savefig(out / f"{stem}.png", dpi=110)
     plt.close(fig)
-    (out / f"reward_schemes_{tag}.md").write_text(
+    (out / f"{stem}.md").write_text(
         f"Command: `{config.command}`\n\nJudge: `{getattr(config.judge, 'name', config.judge)}`"
         f"{' at ' + config.api_base if config.api_base else ''} (RULER explanations up to {config.judge_explanation_chars} "
         f"characters, {config.judge_max_tokens} tokens per call); "
@@ -321,5 +326,5 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
         "Intervals: paired 95 % bootstrap over seeds x held-out tasks; the difference is from the suite's "
         "reference scheme (math: rlvr, rag: components); * marks an interval that excludes 0.\n\n"
         f"{markdown_table(rows)}\n")
-    (out / f"reward_schemes_{tag}.json").write_text(json.dumps({"config": config.__dict__, "rows": rows, "curves": curves},
+    (out / f"{stem}.json").write_text(json.dumps({"config": config.__dict__, "rows": rows, "curves": curves},
                                                                 indent=2, default=str))
