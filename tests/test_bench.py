@@ -59,3 +59,14 @@ def test_bench_counts_each_judged_schemes_own_calls(tmp_path):
     assert rows[1]["mean_train_reward"] == 0.5 + 2 * rows[1]["mean_train_accuracy"] - 1
     # a named subset run writes its own files and leaves the default tables alone
     assert sorted(p.name for p in tmp_path.glob("*.*")) == ["ruler_pair.json", "ruler_pair.md", "ruler_pair.png"]
+
+
+def test_bench_passes_the_judge_scoring_to_ruler_schemes_only():
+    from rubricgym.app.bench import BenchConfig, _env_kwargs
+
+    config = BenchConfig(judge_scoring="probability")
+    assert _env_kwargs("math", "MathRuler-v0", {"combine": "replace"}, config, judge="j")["scoring"] == "probability"
+    assert "scoring" not in _env_kwargs("math", "Math-v0", {}, config, judge="j")
+    assert _env_kwargs("rag", "RagSupportRuler-v0", {}, BenchConfig(), judge="j")["scoring"] == "sampled"
+    with pytest.raises(ValueError, match="judge_scoring"):
+        BenchConfig(judge_scoring="probabilty")

@@ -91,6 +91,10 @@ class BenchConfig:
     judge_explanation_chars: int | None = None
     """Longest RULER explanation per trajectory; None: 0 (scores only) for the in-process judge,
     whose explanations echo the input and cost most of its tokens, 160 for any other judge."""
+    judge_scoring: str = "sampled"
+    """How RULER reads scores: ``sampled`` (the judge writes them; any judge) or ``probability``
+    (G-Eval expected scores; the in-process judge only). Sampled, the in-process judge ties whole
+    groups; by probability it ranks (at chance on LLMBar)."""
     resamples: int = 4000
     """Bootstrap resamples per interval."""
     output_dir: str = "benchmarks/results"
@@ -100,6 +104,10 @@ class BenchConfig:
     steps or fewer, else ``reward_schemes_full``. Name subset runs so they do not replace the full table."""
     command: str = ""
     """The command line of the run, written at the top of the table."""
+
+    def __post_init__(self):
+        if self.judge_scoring not in ("sampled", "probability"):  # before the reference spends minutes
+            raise ValueError(f"judge_scoring must be 'sampled' or 'probability', got {self.judge_scoring!r}")
 
     def budget(self, suite: str) -> dict[str, int]:
         """The suite's group size, groups per step and reply budget."""
@@ -115,7 +123,7 @@ def _env_kwargs(suite: str, env_id: str, extra: dict[str, Any], config: BenchCon
     scheme = scheme_of(env_id)
     if scheme == "ruler":
         kwargs.update(judge=judge, max_tokens=config.judge_max_tokens, max_fixes=config.judge_max_fixes,
-                      explanation_max_chars=config.judge_explanation_chars)
+                      explanation_max_chars=config.judge_explanation_chars, scoring=config.judge_scoring)
     if scheme == "rubric":
         kwargs.update(verifier=judge, max_fixes=config.judge_max_fixes)
     return kwargs
@@ -318,7 +326,7 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
     (out / f"{stem}.md").write_text(
         f"Command: `{config.command}`\n\nJudge: `{getattr(config.judge, 'name', config.judge)}`"
         f"{' at ' + config.api_base if config.api_base else ''} (RULER explanations up to {config.judge_explanation_chars} "
-        f"characters, {config.judge_max_tokens} tokens per call); "
+        f"characters, {config.judge_max_tokens} tokens per call, {config.judge_scoring} scores); "
         f"seeds {', '.join(map(str, config.seeds))} (the same for every scheme); {config.steps} steps per scheme; "
         + "; ".join(f"{suite}: {b['groups_per_step']} groups x {b['group_size']}, {b['max_new_tokens']} tokens"
                     for suite, b in ((s, config.budget(s)) for s in config.suites))
