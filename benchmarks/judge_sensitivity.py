@@ -13,9 +13,9 @@ adds runs with GRPO's ``min_group_std`` set (``0.7:0.25``: oracle 0.7, std floor
 decide that knob's default.
 
     python benchmarks/judge_sensitivity.py --quick        # rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps
-    python benchmarks/judge_sensitivity.py                # rlvr, 0.5, 0.7, 0.9, 1.0; 2 seeds; 8 steps
+    python benchmarks/judge_sensitivity.py                # rlvr, 0.5 to 1.0 in steps of 0.1; 2 seeds; 8 steps
     python benchmarks/judge_sensitivity.py --floors 0.7:0.25   # + oracle 0.7 with min_group_std 0.25
-    python benchmarks/judge_sensitivity.py --accuracies 0.5,0.6,0.7,0.8,0.9,1.0 --seeds 3   # a finer sweep
+    python benchmarks/judge_sensitivity.py --seeds 3       # more seeds: narrower intervals
 
 Ends with ``RESULT rlvr=<acc> oracle_1.0=<acc> oracle_0.7=<acc> oracle_0.5=<acc> ...``.
 """
@@ -96,7 +96,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="rlvr, 1.0, 0.7, 0.5; 1 seed; 8 steps; 48 held-out tasks")
-    parser.add_argument("--accuracies", default="0.5,0.7,0.9,1.0")
+    parser.add_argument("--accuracies", default="0.5,0.6,0.7,0.8,0.9,1.0")
     parser.add_argument("--floors", default="",
                         help="extra runs with GRPO's min_group_std: <accuracy>:<floor>,... (empty: none)")
     parser.add_argument("--seeds", type=int, default=2)
@@ -136,11 +136,13 @@ def main() -> None:
     lines = [f"# Held-out accuracy vs simulated judge accuracy (`{command.strip()}`)", "",
              f"GRPO, default model + LoRA, CPU, level {args.level}, {args.steps} steps, {args.seeds} seed(s), "
              f"{args.eval_tasks} held-out tasks (the same for every run); paired 95 % bootstrap over seeds x tasks; "
-             f"untrained weights {np.mean(before):.3f}; * = the interval excludes 0; {minutes:.1f} min.", "",
+             f"untrained weights {np.mean(before):.3f}; * = the interval excludes 0; {minutes:.1f} min for the runs "
+             "this invocation trained (finished runs are reused from /tmp/rubricgym-sensitivity).", "",
              "| reward | held-out after [95 % CI] | gain over untrained | difference from RLVR | per seed |",
              "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {r} | {table[r].mean} | {table[r].gain.signed()} | "
-              f"{table[r].difference.signed() if table[r].difference else ''} | {v['per_seed']} |" for r, v in rows.items()]
+    lines += [f"| {r.replace('|', ', ')} | {table[r].mean} | {table[r].gain.signed()} | "  # '|' would split the cell
+              f"{table[r].difference.signed() if table[r].difference else ''} | "
+              f"{', '.join(f'{x:.3f}' for x in v['per_seed'])} |" for r, v in rows.items()]
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
 
     oracles = [(float(r.split(":")[1]), v) for r, v in rows.items() if r.startswith("oracle:") and "|" not in r]
