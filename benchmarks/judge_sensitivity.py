@@ -170,8 +170,22 @@ def main() -> None:
     axis.legend(fontsize=7, loc="upper left")
     figure.tight_layout()
     figure.savefig(RESULTS / f"{name}.png", dpi=120)
-    print("RESULT " + " ".join(f"{r.replace(':', '_').replace('|min_group_std=', '_floor')}={v['accuracy']:.3f}"
-                               for r, v in rows.items()) + f" minutes={minutes:.1f}")
+    print("RESULT " + " ".join(f"{result_key(r)}={v['accuracy']:.3f}" for r, v in rows.items()) + f" minutes={minutes:.1f}")
+
+
+def result_key(reward: str) -> str:
+    """``oracle:1|min_group_std=0.25`` -> ``oracle_1.0_floor0.25`` (accuracies with one decimal at least).
+
+    Example:
+        >>> result_key("oracle:1"), result_key("rlvr"), result_key("oracle:0.7|min_group_std=0.25")
+        ('oracle_1.0', 'rlvr', 'oracle_0.7_floor0.25')
+    """
+    judge, floor = parse_reward(reward)
+    if judge == "rlvr":
+        return judge
+    accuracy = float(judge.split(":")[1])
+    key = f"oracle_{accuracy:.1f}" if round(accuracy, 1) == accuracy else f"oracle_{accuracy:g}"
+    return key + (f"_floor{floor:g}" if floor else "")
 
 
 if __name__ == "__main__":
