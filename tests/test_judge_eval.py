@@ -72,6 +72,8 @@ def test_probability_scoring_with_the_in_process_judge_gives_distinct_expected_s
               {"role": "assistant", "content": a}] for a in ("2 + 3 = 5.", "It is 7.", "banana", "2 + 3 = 5.")]
     result = ruler_score_sync(group, judge, RulerConfig(scoring="probability", permutations=2))
     assert not result.failed and result.judge_calls == 2 and result.unique == 3
+    # the client counts what it read, as for a written reply (the bench's cost columns read it)
+    assert judge.usage.calls == 2 and judge.usage.prompt_tokens == result.prompt_tokens > 0
     assert all(0.05 <= s <= 0.95 for s in result.scores) and len(set(result.scores[:3])) == 3  # a ranking, no ties
     assert result.scores[0] == result.scores[3]  # identical trajectories judged once
     assert all(len(raw) == 2 for raw in result.raw_scores)  # one expected score per presentation order

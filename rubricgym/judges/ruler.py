@@ -279,7 +279,7 @@ async def _probability_scores(judge: LLM, trajectories, ids, orders, config: Rul
     for order in orders:
         messages = build_judge_messages(trajectories, ids, order, replace(config, explanation_max_chars=0), tools)
         prefixes = ['{"scores": [{"trajectory_id": "%s", "score": 0.' % ids[i] for i in order]
-        scores, prompt_tokens = await asyncio.to_thread(expected, messages, prefixes)
+        scores, prompt_tokens = await judge.expected_scores(messages, prefixes)  # counted in judge.usage
         result.prompt_tokens += prompt_tokens
         result.judge_calls += 1
         for i, score in zip(order, scores):

@@ -290,6 +290,18 @@ class LLM:
             raise LLMCallError(f"{self.name}: call failed {tries} ({kind})") from err
         raise AssertionError("unreachable")
 
+    async def expected_scores(self, messages: list[dict[str, Any]], reply_prefixes: list[str]) -> tuple[list[float], int]:
+        """G-Eval scores read from the backend's next-token distribution (backends that expose
+        ``expected_scores``: the in-process judge), counted in :attr:`usage` as one call with its
+        prompt tokens, like a written reply. Returns the scores and the prompt tokens read."""
+        score = getattr(self.backend, "expected_scores", None)
+        if score is None:
+            raise NotImplementedError(f"{self.name}: no next-token probabilities (only the in-process judge has them)")
+        scores, prompt_tokens = await asyncio.to_thread(score, messages, reply_prefixes)
+        self.usage.calls += 1
+        self.usage.prompt_tokens += prompt_tokens
+        return scores, prompt_tokens
+
     async def complete_json(self, messages: list[dict[str, Any]], model: type[T], *,
                             check: Callable[[T], str | None] | None = None, schema: dict[str, Any] | None = None,
                             max_fixes: int = 2, **params: Any) -> tuple[T, Completion]:
