@@ -68,5 +68,5 @@ def test_bench_passes_the_judge_scoring_to_ruler_schemes_only():
     assert _env_kwargs("math", "MathRuler-v0", {"combine": "replace"}, config, judge="j")["scoring"] == "probability"
     assert "scoring" not in _env_kwargs("math", "Math-v0", {}, config, judge="j")
     assert _env_kwargs("rag", "RagSupportRuler-v0", {}, BenchConfig(), judge="j")["scoring"] == "sampled"
-    with pytest.raises(ValueError, match="judge_scoring"):
+    with pytest.raises(ValueError, match="scoring must be"):
         BenchConfig(judge_scoring="probabilty")

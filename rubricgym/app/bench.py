@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from rubricgym.judges.ruler import RulerConfig
 from rubricgym.llm import LLM, LLMConfig, make_llm
 from rubricgym.registration import scheme_of
 
@@ -106,8 +107,7 @@ class BenchConfig:
     """The command line of the run, written at the top of the table."""
 
     def __post_init__(self):
-        if self.judge_scoring not in ("sampled", "probability"):  # before the reference spends minutes
-            raise ValueError(f"judge_scoring must be 'sampled' or 'probability', got {self.judge_scoring!r}")
+        RulerConfig(scoring=self.judge_scoring)  # RULER's own check, before the reference spends minutes
 
     def budget(self, suite: str) -> dict[str, int]:
         """The suite's group size, groups per step and reply budget."""

@@ -270,16 +270,16 @@ async def _probability_scores(judge: LLM, trajectories, ids, orders, config: Rul
                               result: RulerResult) -> RulerResult:
     """RULER by G-Eval: the reply is forced to ``{"scores": [{"trajectory_id": <id>, "score": 0.`` for each
     id and the next digit's distribution gives the expected score (averaged over permutations)."""
-    expected = getattr(judge.backend, "expected_scores", None)
-    if expected is None:
-        result.failed, result.error = True, (f"{judge.name}: probability scoring needs next-token probabilities "
-                                             "(the in-process judge, judge='local'); use scoring='sampled'")
-        return result
     per_id: dict[str, list[float]] = defaultdict(list)
     for order in orders:
         messages = build_judge_messages(trajectories, ids, order, replace(config, explanation_max_chars=0), tools)
         prefixes = ['{"scores": [{"trajectory_id": "%s", "score": 0.' % ids[i] for i in order]
-        scores, prompt_tokens = await judge.expected_scores(messages, prefixes)  # counted in judge.usage
+        try:
+            scores, prompt_tokens = await judge.expected_scores(messages, prefixes)  # counted in judge.usage
+        except NotImplementedError:
+            result.failed, result.error = True, (f"{judge.name}: probability scoring needs next-token probabilities "
+                                                 "(the in-process judge, judge='local'); use scoring='sampled'")
+            return result
         result.prompt_tokens += prompt_tokens
         result.judge_calls += 1
         for i, score in zip(order, scores):
