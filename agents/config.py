@@ -26,4 +26,4 @@ class AlgoConfig:
     micro_batch_size: int = 2
     """Completions per forward/backward pass (gradients accumulate across micro-batches): small
     micro-batches bound the activation memory at little cost in speed on CPU. On a GPU use 16 or
-    more: 2 made an H200's update 4.4x slower at the same peak memory (benchmarks/results/gpu_check.md)."""
+    more: 2 made an H200's update 4.4x slower at the same process peak, set by sampling (benchmarks/results/gpu_check.md)."""
