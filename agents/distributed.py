@@ -129,7 +129,7 @@ def barrier(ranks: Ranks) -> None:
 def rank_share(turns: Sequence[Any], ranks: Ranks) -> tuple[list[int], list[Any]]:
     """This rank's whole groups of a recorded step (by group index, as the trainer splits them):
     the group indices and their turns. Replaying a one-process batch this way on N ranks must
-    give the one-process update (tests/test_distributed.py, benchmarks/multiprocess.py)."""
+    give the one-process update (tests/test_distributed.py, benchmarks/multi_rank.py)."""
     groups = sorted({t.group for t in turns})
     share = len(groups) // ranks.world
     mine = groups[ranks.rank * share:(ranks.rank + 1) * share]

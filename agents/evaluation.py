@@ -6,14 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from rubricgym.registration import base_env_id
-from rubricgym.wrappers.variants import KNOBS
+from rubricgym.registration import held_out
 
 from .policy import Policy
 from .rollout import collect_rollouts
-
-#: every reward-variant knob (judge, verifier, combine ...): none of them applies to a base env
-VARIANT_KNOBS = frozenset({"history_size"}.union(*KNOBS.values()))
 
 
 def make_envs(env_id: str, num_envs: int, group_size: int, kwargs: dict[str, Any]):
@@ -24,17 +20,12 @@ def make_envs(env_id: str, num_envs: int, group_size: int, kwargs: dict[str, Any
     return gym.make_vec(env_id, num_envs=num_envs, group_size=group_size, **kwargs)
 
 
-def held_out_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The base env and kwargs that measure held-out success of a run on ``env_id``: the base env
-    (its verified outcome, no judge), the test split where the env has one."""
-    kwargs = {k: v for k, v in env_kwargs.items() if k not in VARIANT_KNOBS}
-    if kwargs.get("dataset", "generated") == "generated":
-        kwargs["split"] = "test"
-    return base_env_id(env_id), kwargs
+held_out_kwargs = held_out
+"""The base id and kwargs that measure held-out success of a run (the family decides: :func:`rubricgym.registration.held_out`)."""
 
 
-def evaluate(policy: Policy, env_kwargs: dict[str, Any], tasks: int = 100, k: int = 1, seed: int = 12345,
-             env_id: str = "Math-v0", batch_groups: int = 16, progress: bool = False,
+def evaluate(policy: Policy, env_kwargs: dict[str, Any], tasks: int = 100, k: int = 1, seed: int = 12345, *,
+             env_id: str, batch_groups: int = 16, progress: bool = False,
              per_task: bool = False) -> dict[str, Any]:
     """Held-out accuracy (greedy, k=1) or pass@k (k samples at the policy's temperature) and mean
     reward; with ``per_task``, also ``solved``: one bool per task, in task order (the tasks depend
@@ -42,6 +33,7 @@ def evaluate(policy: Policy, env_kwargs: dict[str, Any], tasks: int = 100, k: in
     from tqdm import tqdm
 
     greedy = k == 1
+    batch_groups = max(1, min(batch_groups, tasks))  # a 4-task evaluation plays 4 groups, not 16
     correct_any, rewards = [], []
     envs = make_envs(env_id, num_envs=batch_groups * k, group_size=k, kwargs=env_kwargs)
     done = 0

@@ -96,7 +96,7 @@ class ServerConfig:
 class ServerGenerator:
     """Samples from an OpenAI-compatible server (vLLM's API); loads the current LoRA after each update.
 
-    Example:
+    Examples:
         >>> generator = ServerGenerator(ServerConfig(url="http://127.0.0.1:8000/v1"))   # doctest: +SKIP
         >>> policy = Policy(PolicyConfig(), generator=generator)                          # doctest: +SKIP
     """

@@ -46,7 +46,7 @@ def group_advantages(rewards: torch.Tensor, group_ids: Sequence[int], scale: str
     """Advantages ``(r - group mean) / scale`` and the mask of zero-variance groups; with group
     scaling the std is floored at ``min_std``.
 
-    Example:
+    Examples:
         >>> adv, zero = group_advantages(torch.tensor([1., 0., 1., 1.]), [0, 0, 1, 1])
         >>> [round(a, 3) for a in adv.tolist()], zero.tolist()
         ([0.707, -0.707, 0.0, 0.0], [False, False, True, True])

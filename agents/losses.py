@@ -18,7 +18,7 @@ def clipped_token_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advan
                        epsilon_low: float, epsilon_high: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token PPO-clip loss ``-min(r A, clip(r) A)`` and whether each token was clipped.
 
-    Example:
+    Examples:
         >>> loss, clipped = clipped_token_loss(torch.tensor([0.0]), torch.tensor([-1.0]), torch.tensor([1.0]), 0.2, 0.2)
         >>> round(loss.item(), 3), clipped.tolist()
         (-1.2, [True])

@@ -9,7 +9,6 @@ recorded while sampling then equal the ones recomputed for training (fp32 CPU, w
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import types
 from dataclasses import dataclass, field
@@ -17,6 +16,9 @@ from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
+
+from rubricgym.sampling import generate_with_logprobs, left_pad, stop_token_ids
+from rubricgym.tools import render_messages
 
 
 @dataclass
@@ -71,7 +73,7 @@ class ThreadTuner:
     its tokens per second; the faster one is used. A number fixes the count; ``"fixed"`` leaves
     torch alone (GPUs).
 
-    Example:
+    Examples:
         >>> tuner = ThreadTuner("fixed")
         >>> with tuner.choose() as timer:
         ...     timer.tokens = 10
@@ -134,33 +136,10 @@ def resolve_device(device: str) -> tuple[torch.device, torch.dtype]:
     return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
 
 
-def render_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """Messages any chat template accepts: tool calls as ``<tool_call>`` text, tool results as user turns."""
-    rendered = []
-    for message in messages:
-        role, content = message.get("role"), message.get("content") or ""
-        if role == "assistant" and message.get("tool_calls"):
-            calls = []
-            for call in message["tool_calls"]:
-                function = call.get("function", {})
-                arguments = function.get("arguments")
-                try:
-                    arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
-                except json.JSONDecodeError:
-                    pass
-                calls.append("<tool_call>" + json.dumps({"name": function.get("name"), "arguments": arguments}) + "</tool_call>")
-            if not any(c in content for c in calls):
-                content = (content + "\n" if content else "") + "\n".join(calls)
-        if role == "tool":
-            role, content = "user", f"Tool result ({message.get('name', 'tool')}): {content}"
-        rendered.append({"role": role, "content": content})
-    return rendered
-
-
 class Policy:
     """A causal LM (+ LoRA) that samples with log-probs and scores tokens for training.
 
-    Example:
+    Examples:
         >>> policy = Policy(PolicyConfig(max_new_tokens=16))                         # doctest: +SKIP
         >>> samples = policy.sample([[{"role": "user", "content": "2+2?"}]] * 4)       # doctest: +SKIP
     """
@@ -187,24 +166,6 @@ class Policy:
         self.model = model.to(self.device, dtype=self.dtype)
         self._set_generation(tokenizer)
 
-    @classmethod
-    def wrap(cls, model: Any, tokenizer: Any, config: PolicyConfig | None = None) -> "Policy":
-        """Sampling on a model another trainer owns (TRL's): no adapter added, nothing moved or cast.
-
-        Example:
-            >>> policy = Policy.wrap(trainer.model, trainer.processing_class)        # doctest: +SKIP
-        """
-        policy = cls.__new__(cls)
-        policy.config = config or PolicyConfig(lora_r=0)
-        parameter = next(model.parameters())
-        policy.device, policy.dtype = parameter.device, parameter.dtype
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        policy.tokenizer, policy.model, policy.generator = tokenizer, model, None
-        policy._versioning()
-        policy._set_generation(tokenizer)
-        return policy
-
     def _versioning(self) -> None:
         import threading
 
@@ -216,8 +177,7 @@ class Policy:
 
     def _set_generation(self, tokenizer: Any) -> None:
         self.threads = ThreadTuner(self.config.cpu_threads if self.device.type == "cpu" else "fixed")
-        self.stop_ids = sorted({i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
-                                if isinstance(i, int) and i >= 0})
+        self.stop_ids = stop_token_ids(tokenizer)
 
     @property
     def has_adapter(self) -> bool:
@@ -236,14 +196,7 @@ class Policy:
         return ids[-self.config.max_prompt_tokens:]
 
     def _left_pad(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(s) for s in sequences)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(sequences), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, seq in enumerate(sequences):
-            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-            mask[row, width - len(seq):] = 1
-        return ids.to(self.device), mask.to(self.device)
+        return left_pad(sequences, self.tokenizer.pad_token_id, self.device)
 
     # -- sampling -------------------------------------------------------------------------------
 
@@ -278,31 +231,13 @@ class Policy:
         return samples
 
     def _generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float, greedy: bool) -> list[Sample]:
-        ids, mask = self._left_pad(prompts)
-        self.model.eval()
         with self.threads.choose() as timer:
-            out = self.model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=not greedy,
-                temperature=None if greedy else temperature, top_p=None if greedy else self.config.top_p, top_k=None,
-                eos_token_id=self.stop_ids, pad_token_id=self.tokenizer.pad_token_id,
-                output_logits=True, return_dict_in_generate=True)
-            timer.tokens = int(out.sequences.shape[0] * (out.sequences.shape[1] - ids.shape[1]))
-        new_tokens = out.sequences[:, ids.shape[1]:]
-        logits = torch.stack(out.logits, dim=1).float()  # raw logits, before any processor
-        scale = 1.0 if greedy else temperature
-        token_logprobs = torch.log_softmax(logits / scale, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        samples = []
-        for row in range(len(prompts)):
-            completion, logprobs, finished = [], [], False
-            for position, token in enumerate(new_tokens[row].tolist()):
-                completion.append(token)
-                logprobs.append(float(token_logprobs[row, position]))
-                if token in self.stop_ids:
-                    finished = True
-                    break
-            text = self.tokenizer.decode(completion, skip_special_tokens=True)
-            samples.append(Sample(prompts[row], completion, logprobs, text, truncated=not finished))
-        return samples
+            generated = generate_with_logprobs(self.model, self.tokenizer, prompts, max_new_tokens, temperature,
+                                               self.config.top_p, greedy, self.stop_ids)
+            # the batch's generated positions (rows stopped early still occupy them), as the thread tuner measures
+            timer.tokens = len(prompts) * max((len(g.completion_ids) for g in generated), default=0)
+        return [Sample(prompt, g.completion_ids, g.logprobs, g.text, truncated=not g.finished)
+                for prompt, g in zip(prompts, generated)]
 
     # -- training-time scoring ------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
 
     ``values[t]`` estimates the return from token t on; the value after the last token is 0.
 
-    Example:
+    Examples:
         >>> r = torch.tensor([[0., 0., 1.]]); v = torch.tensor([[0.5, 0.5, 0.5]]); m = torch.ones(1, 3)
         >>> adv, ret = gae(r, v, m, gamma=1.0, lam=1.0)
         >>> adv.tolist(), ret.tolist()

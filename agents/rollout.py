@@ -99,7 +99,7 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
                 continue
             group_finished[g] = True
             extras = {}
-            for key in ("rubric_stats", "ruler_failed"):
+            for key in ("group_stats", "group_failed"):
                 if key in info and info.get("_" + key, np.ones(n, dtype=bool))[members[0]]:
                     extras[key] = info[key][members[0]]
             batch.infos.append(extras)

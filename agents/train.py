@@ -2,7 +2,7 @@
 (:mod:`.evaluation`), logs and plots (:mod:`.logs`) and checkpoints that resume exactly
 (:mod:`.checkpoints`) live beside it.
 
-    rubricgym train --env Math-v0 --algo grpo --steps 60 --group-size 8 --levels 1
+    rubricgym train --env Math-v0 --algo grpo --steps 60 --group-size 8 --env-kwargs '{"levels": [1]}'
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rubricgym.registration import base_env_id
+from rubricgym.registration import check_env_kwargs, default_env, held_out, training_kwargs
 
 from . import distributed
 from .checkpoints import (latest_checkpoint, load_adapter, load_trainer_state, plain_config, rng_state, save_checkpoint,
                           set_rng_state, set_seed)
-from .evaluation import evaluate, held_out_kwargs, make_envs
+from .evaluation import evaluate, make_envs
 from .grpo import GRPO, GRPOConfig
 from .logs import GroupLog, MetricsLog, check_report_to
 from .policy import Policy, PolicyConfig
@@ -32,12 +32,14 @@ from .rollout import EnvWaves, collect_rollouts, collect_waves
 class TrainConfig:
     """What to train, on what, for how long, and where the results go."""
 
-    env: str = "Math-v0"
-    """A registered id; its group vector env provides the rollouts."""
-    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"levels": (1,)})
-    """Keyword arguments of the env (dataset, levels, tools, judge, verifier ...)."""
+    env: str = ""
+    """A registered id (``rubricgym envs``; empty: the default family's base id); its group
+    vector env provides the rollouts."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the env (the family's knobs, and the reward scheme's: judge, verifier,
+    combine ...), over the family's training defaults; checked before the model loads."""
     eval_env_kwargs: dict[str, Any] | None = None
-    """Held-out env kwargs (of the base env); default: ``env_kwargs`` without the variant's knobs, test split."""
+    """Held-out env kwargs (of the base env); default: the family's held-out kwargs for ``env_kwargs``."""
     algo: Literal["grpo", "ppo"] = "grpo"
     """``grpo`` or ``ppo``."""
     steps: int = 30
@@ -94,9 +96,12 @@ class Trainer:
     def __init__(self, config: TrainConfig, policy: Policy | None = None):
         if config.algo not in ("grpo", "ppo"):
             raise ValueError(f"algo must be 'grpo' or 'ppo', got {config.algo!r}")
-        base_env_id(config.env)  # an unknown id fails here, before the model loads
+        config.env = config.env or default_env()
+        # an unknown id or knob fails here, before the model loads
+        check_env_kwargs(config.env, training_kwargs(config.env, config.env_kwargs))
         check_report_to(config.report_to)
         self.config = config
+        env_kwargs = training_kwargs(config.env, config.env_kwargs)
         self.ranks = distributed.setup()  # torchrun / accelerate launch: several ranks (agents/distributed.py)
         if self.ranks.active and config.algo != "grpo":
             raise ValueError("several ranks train GRPO only (PPO's value head is not synchronised); use --algo grpo")
@@ -111,8 +116,8 @@ class Trainer:
             raise ValueError(f"rollout_waves ({config.rollout_waves}) must divide the groups each rank plays per step "
                              f"({self.local_groups})")
         per_wave = config.group_size * self.local_groups // config.rollout_waves
-        self.envs = make_envs(config.env, per_wave, config.group_size, config.env_kwargs) if config.rollout_waves == 1 \
-            else EnvWaves(make_envs(config.env, per_wave, config.group_size, config.env_kwargs)
+        self.envs = make_envs(config.env, per_wave, config.group_size, env_kwargs) if config.rollout_waves == 1 \
+            else EnvWaves(make_envs(config.env, per_wave, config.group_size, env_kwargs)
                           for _ in range(config.rollout_waves))
         self._prefetch: Any = None  # off-policy: the next step's rollouts, in flight
         self.step = 0
@@ -173,7 +178,8 @@ class Trainer:
 
     def train_step(self) -> dict[str, float]:
         start = time.perf_counter()
-        if self._prefetch is not None:  # off-policy: generated while the previous step trained
+        prefetched = self._prefetch is not None
+        if prefetched:  # off-policy: generated while the previous step trained
             batch, self._prefetch = self._prefetch.result(), None
         else:
             batch = self._rollouts()
@@ -191,12 +197,12 @@ class Trainer:
         stats.update(step=self.step, reward=float(np.mean(batch.episode_rewards)),
                      train_accuracy=float(np.mean(batch.episode_correct)), completion_tokens=float(completion_tokens),
                      mean_completion_tokens=completion_tokens / max(1, len(batch.turns)),
-                     rollout_seconds=rollout_s, step_seconds=time.perf_counter() - start)
-        stats["judge_failed_groups"] = float(sum(bool(i.get("ruler_failed")) for i in batch.infos))
-        rubric_rows = [i["rubric_stats"] for i in batch.infos if isinstance(i.get("rubric_stats"), dict)]
-        for key in ("valid_fraction", "mean_valid_corr", "mean_cot_reward", "num_items"):
-            if rubric_rows:
-                stats[f"rubric_{key}"] = float(np.mean([r[key] for r in rubric_rows]))
+                     rollout_seconds=rollout_s, step_seconds=time.perf_counter() - start,
+                     rollouts_prefetched=float(prefetched))
+        stats["judge_failed_groups"] = float(sum(bool(i.get("group_failed")) for i in batch.infos))
+        group_rows = [i["group_stats"] for i in batch.infos if isinstance(i.get("group_stats"), dict)]
+        for key in sorted({k for row in group_rows for k in row}):  # the scorer's own statistics, e.g. rubric_valid_fraction
+            stats[key] = float(np.mean([row[key] for row in group_rows if key in row]))
         stats = distributed.combine_stats(distributed.gather(stats, self.ranks))
         self.step += 1
         return stats
@@ -248,7 +254,7 @@ class Trainer:
         if not self.ranks.main:
             distributed.barrier(self.ranks)
             return {}
-        env_id, kwargs = held_out_kwargs(self.config.env, self.config.env_kwargs)
+        env_id, kwargs = held_out(self.config.env, self.config.env_kwargs)
         kwargs = self.config.eval_env_kwargs or kwargs
         result = evaluate(self.policy, kwargs, tasks=self.config.eval_tasks, env_id=env_id, progress=progress)
         distributed.barrier(self.ranks)

@@ -4,20 +4,26 @@ On every ../shared/data/bfcl_v4 file with ground truth: the ground-truth calls (
 value of each argument) must score correct; four mutations of them must score incorrect:
 another function name, a changed argument value, a missing required argument, an extra call.
 
-    python benchmarks/bfcl_scorer.py
+    python benchmarks/bfcl_scorer.py [--limit N] [--smoke]
 
 Ends with ``RESULT truth_accepted=<a> mutations_rejected=<b>`` (targets 1.0 and >= 0.99).
 """
 
 from __future__ import annotations
 
+import argparse
 from collections import Counter
 
+from rubricgym.app.flags import add_smoke_flag
 from rubricgym.data import load_records, shared_data_dir
 from rubricgym.envs.tools.bfcl import check_calls, mutations, truth_calls
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=None, help="rows per file (default: all)")
+    add_smoke_flag(parser, limit=5)
+    args = parser.parse_args()
     folder = shared_data_dir()
     if folder is None:
         raise SystemExit("../shared/data is not beside this checkout (set RUBRICGYM_DATA_DIR)")
@@ -26,7 +32,7 @@ def main() -> None:
     per_kind: Counter = Counter()
     per_kind_rejected: Counter = Counter()
     for path in sorted((folder / "bfcl_v4").glob("*.jsonl")):
-        rows = [r for r in load_records(path) if r.get("ground_truth")]
+        rows = [r for r in load_records(path) if r.get("ground_truth")][: args.limit]
         ok = 0
         for row in rows:
             calls = truth_calls(row["ground_truth"])

@@ -21,7 +21,8 @@ from math_verify import parse, verify
 from tqdm import tqdm
 
 import rubricgym  # noqa: F401
-from rubricgym.envs.math.grader import answers_match
+from rubricgym.envs.math.grader import _decide  # the cached core of answers_match
+from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 
 
 def reply_for(answer: str, index: int) -> str:
@@ -52,6 +53,7 @@ def main() -> None:
     parser.add_argument("--dataset", default="math500")
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    add_smoke_flag(parser, n=10, rounds=1)
     args = parser.parse_args()
 
     env = gym.make("Math-v0", dataset=args.dataset, disable_env_checker=True)
@@ -63,9 +65,9 @@ def main() -> None:
 
     bare_times, env_times = [], []
     for _ in tqdm(range(args.rounds), desc="rounds"):
-        answers_match.cache_clear()
+        _decide.cache_clear()  # every round decides afresh
         bare_times.append(time_bare(pairs))
-        answers_match.cache_clear()
+        _decide.cache_clear()  # every round decides afresh
         env_times.append(time_env(env, pairs, task_ids))
     bare, ours = statistics.median(bare_times), statistics.median(env_times)
     print(f"dataset={args.dataset} replies={len(pairs)} rounds={args.rounds}")

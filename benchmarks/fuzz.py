@@ -26,10 +26,11 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import rubricgym  # noqa: E402
-from rubricgym.app.fuzz import ESCAPES, FaultyJudge, FuzzReport, fuzz_env, hostile_action, try_escapes  # noqa: E402
+from rubricgym.testing.hostile import ESCAPES, FaultyJudge, FuzzReport, fuzz_env, hostile_action, try_escapes  # noqa: E402
 from rubricgym.llm import LLM, LLMConfig  # noqa: E402
 from rubricgym.registration import scheme_of  # noqa: E402
 from rubricgym.sandbox import run_python  # noqa: E402
+from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 
 
 def without_order_enforcing(env: gym.Env) -> gym.Env:
@@ -44,8 +45,9 @@ def faulty_judge(backend: FaultyJudge) -> LLM:
 
 def env_kwargs(env_id: str, backend: FaultyJudge) -> dict:
     scheme = scheme_of(env_id)
-    kwargs: dict = {"ruler": {"judge": faulty_judge(backend), "max_fixes": 1},
-                    "rubric": {"verifier": faulty_judge(backend), "max_fixes": 1}}.get(scheme, {})
+    kwargs: dict = {}
+    if scheme is not None and scheme.judge_knob:
+        kwargs = {scheme.judge_knob: faulty_judge(backend), **({"max_fixes": 1} if "max_fixes" in scheme.knobs else {})}
     base = rubricgym.ENVS[env_id].base or env_id
     if base == "FunctionCall-v0":
         kwargs["dataset"] = "simple_python"
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=1100, help="single-env actions per registered id")
     parser.add_argument("--group-steps", type=int, default=60, help="group-env steps per judged id")
     parser.add_argument("--seed", type=int, default=0)
+    add_smoke_flag(parser, actions=10, group_steps=2)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     report = FuzzReport()
@@ -95,7 +98,7 @@ def main() -> None:
         kwargs = env_kwargs(env_id, backend)
         fuzz_env(lambda: without_order_enforcing(gym.make(env_id, disable_env_checker=True, **kwargs)), rng,
                  args.actions, report=report, label=env_id)
-        if scheme_of(env_id) in ("ruler", "rubric"):
+        if scheme_of(env_id) is not None and scheme_of(env_id).judge_knob:
             fuzz_groups(env_id, backend, rng, args.group_steps, report)
     escaped = try_escapes(lambda code: run_python(code)[0])
     minutes = (time.perf_counter() - started) / 60

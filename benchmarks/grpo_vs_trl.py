@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -112,6 +113,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--child", choices=["ours", "trl"])
+    add_smoke_flag(parser, steps=1)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.steps)

@@ -34,7 +34,6 @@ import asyncio
 import os
 import random
 import sys
-from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,14 +42,15 @@ import gymnasium as gym  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import rubricgym  # noqa: E402,F401
-from rubricgym.app.examples import load_refund_group  # noqa: E402
+from rubricgym.testing.examples import load_refund_group  # noqa: E402
 from rubricgym.data import shared_data_dir  # noqa: E402
 from rubricgym.llm import LLMConfig, make_llm  # noqa: E402
 from rubricgym.judges import Member  # noqa: E402
 from rubricgym.judges.rlcer import RubricConfig, RubricScorer  # noqa: E402
 from rubricgym.judges.ruler import RulerConfig, ruler_score  # noqa: E402
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir(__file__)
 
 
 def pairwise_accuracy(scores: list[float], quality: list[float]) -> tuple[float, int]:
@@ -124,6 +124,7 @@ def main() -> None:
     parser.add_argument("--judge-max-tokens", type=int, default=512)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rubrics", type=int, default=2, help="rubrics per group for the rubric-score part (0 skips it)")
+    add_smoke_flag(parser, groups=1, group_size=2, gsm8k_groups=0, max_tokens=8, judge_max_tokens=64, rubrics=0)
     args = parser.parse_args()
 
     groups, policy_accuracy = math_groups(args)

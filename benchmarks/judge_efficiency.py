@@ -1,6 +1,6 @@
 """Judge efficiency: prefix dedup, concurrency and the disk cache, measured over real HTTP.
 
-The loopback OpenAI-compatible server (``rubricgym.app.loopback``) answers every chat completion after an
+The loopback OpenAI-compatible server (``rubricgym.testing.loopback``) answers every chat completion after an
 injected latency (default 300 ms), counts prompt tokens with a fixed word/punctuation
 tokenizer, and returns a valid score for every trajectory id in the prompt. The judge talks to
 it through LiteLLM exactly as it would to vLLM or llama.cpp. Three measurements, side by side
@@ -28,9 +28,10 @@ import time
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rubricgym.app.loopback import LoopbackServer, Reply, chat_body  # noqa: E402
+from rubricgym.testing.loopback import LoopbackServer, Reply, chat_body  # noqa: E402
 from rubricgym.llm import LLMConfig, make_llm  # noqa: E402
 from rubricgym.judges.ruler import RulerConfig, ruler_score  # noqa: E402
+from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 IDS = re.compile(r'<trajectory id="(t\d+)">')
@@ -71,6 +72,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=300)
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--concurrency", type=int, default=8)
+    add_smoke_flag(parser, latency_ms=5, groups=2, concurrency=2)
     args = parser.parse_args()
     server = JudgeServer(args.latency_ms / 1000)
     cache = tempfile.mkdtemp(prefix="rubricgym-judge-bench-")

@@ -24,11 +24,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir(__file__)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scoring", default="sampled", choices=["sampled", "probability"],
                         help="probability: G-Eval expected scores (the in-process judge only)")
     parser.add_argument("--output", default=str(RESULTS / "judge_llmbar"), help="path stem of the .md/.json/.png")
+    add_smoke_flag(parser, argv, limit=3, subsets="natural")
     args = parser.parse_args(argv)
 
     stem = Path(args.output)

@@ -33,9 +33,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-RESULTS = Path(__file__).resolve().parent / "results"
-
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 from rubricgym.app.stats import paired_bootstrap  # noqa: E402
+
+RESULTS = results_dir(__file__)
 
 
 def parse_reward(reward: str) -> tuple[str, float]:
@@ -103,6 +104,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--level", type=int, default=1)
     parser.add_argument("--eval-tasks", type=int, default=64)
+    add_smoke_flag(parser, accuracies="1.0", seeds=1, steps=1, eval_tasks=4)
     args = parser.parse_args()
     if args.quick:
         args.accuracies, args.floors, args.seeds, args.steps, args.eval_tasks = "1.0,0.7,0.5", "", 1, 8, 48

@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -28,8 +27,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rubricgym.agents.evaluation import evaluate  # noqa: E402
 from rubricgym.agents.policy import PolicyConfig  # noqa: E402
 from rubricgym.agents.train import TrainConfig, Trainer  # noqa: E402
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir(__file__)
 
 
 def main() -> None:
@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=8)
     parser.add_argument("--eval-tasks", type=int, default=96)
     parser.add_argument("--seed", type=int, default=0)
+    add_smoke_flag(parser, minutes=0.05, max_steps=1, eval_every=1, eval_tasks=4)
     args = parser.parse_args()
 
     config = TrainConfig(env="Math-v0", env_kwargs={"levels": (args.level,)}, steps=args.max_steps, seed=args.seed,

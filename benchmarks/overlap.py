@@ -1,6 +1,6 @@
 """Judging overlapped with generation: GRPO steps with a RULER judge that takes 1 s per call.
 
-The judge is an OpenAI-compatible server on loopback (rubricgym.app.loopback) that waits
+The judge is an OpenAI-compatible server on loopback (rubricgym.testing.loopback) that waits
 ``--latency`` seconds per call and then scores each trajectory from a hash of its text (so the
 same trajectories always get the same scores). The agent (default model + LoRA, CPU) trains on
 ``MathRuler-v0`` with each step's groups played in waves (``rollout_waves``, one group each); with
@@ -26,13 +26,13 @@ import json
 import os
 import re
 import time
-from pathlib import Path
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir(__file__)
 BLOCK = re.compile(r'<trajectory id="(t\d+)">\n(.*?)\n</trajectory>', re.DOTALL)
 
 
@@ -70,7 +70,7 @@ def run(overlap: bool, args, judge_url: str) -> tuple[list[float], list[list[flo
 
 
 def main() -> None:
-    from rubricgym.app.loopback import LoopbackServer
+    from rubricgym.testing.loopback import LoopbackServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
@@ -80,6 +80,7 @@ def main() -> None:
     parser.add_argument("--threads", default="1",
                         help="torch threads for generation (1: a judge thread's work does not stall OpenMP's spinning threads)")
     parser.add_argument("--latency", type=float, default=1.0, help="seconds per judge call")
+    add_smoke_flag(parser, steps=1, groups=2, group_size=2, max_new_tokens=4, latency=0.1)
     args = parser.parse_args()
     with LoopbackServer(chat=ruler_reply, latency_s=args.latency) as server:
         run(False, argparse.Namespace(**{**vars(args), "steps": 1}), server.base)  # warm-up: model load, LiteLLM import

@@ -15,6 +15,7 @@ import argparse
 
 import numpy as np
 
+from rubricgym.app.flags import add_smoke_flag
 from rubricgym.data import shared_data_dir
 from rubricgym.envs.rag import load_support_dataset, make_retriever
 
@@ -32,6 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--retriever", default="bm25")
     parser.add_argument("--k", type=int, default=3)
+    add_smoke_flag(parser)  # already seconds: the smoke run is the real one
     args = parser.parse_args()
     results = {}
     names = ["builtin"] + (["covid_faq"] if shared_data_dir() is not None else [])

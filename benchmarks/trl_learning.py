@@ -21,14 +21,14 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir(__file__)
 
 
 def main() -> None:
@@ -51,6 +51,7 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-tasks", type=int, default=96)
     parser.add_argument("--seed", type=int, default=0)
+    add_smoke_flag(parser, minutes=0.05, max_steps=1, eval_every=1, eval_tasks=4)
     args = parser.parse_args()
 
     model, tokenizer = load_model_and_tokenizer(None)

@@ -5,7 +5,7 @@ A family supplies only its tasks, its first messages and its scoring; :class:`Ch
 rest, and :func:`register` derives ``WordSortRuler-v0`` and ``WordSortRubric-v0`` from it. The
 one other line it needs is its entry point in pyproject.toml.
 
-Example:
+Examples:
     >>> import gymnasium as gym, rubricgym
     >>> env = gym.make("WordSort-v0")
     >>> obs, info = env.reset(options={"task_id": "ws-train-0"})
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config
+from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, make_config
 from rubricgym.registration import register_family
 from rubricgym.tools import ParsedAction
 
@@ -53,6 +53,8 @@ class WordSortTask:
 
 class WordSortEnv(ChatEnv):
     """Sort 3-6 words alphabetically: +1 for the exact order, else -1; ``position`` = share of words in place."""
+
+    training = TrainingDefaults(held_out={"split": "test"})  # train on the train split, measure on the test one
 
     def __init__(self, config: WordSortConfig | None = None, render_mode: str | None = None, **kwargs: Any):
         self.config = cfg = make_config(WordSortConfig, config, kwargs)

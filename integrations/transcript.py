@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rubricgym.agents.policy import render_messages
+from rubricgym.tools import render_messages
 
 
 class TemplateMismatch(ValueError):
@@ -29,7 +29,7 @@ class TokenTranscript:
     """An episode's tokens: ``prompt_ids`` then ``completion_ids`` with per-token ``logprobs``
     (0.0 on env tokens) and ``env_mask`` (1 = sampled by the model, 0 = written by the env).
 
-    Example:
+    Examples:
         >>> transcript = TokenTranscript.start(tokenizer, obs)                    # doctest: +SKIP
         >>> transcript.add_model_turn(ids, logprobs)                              # doctest: +SKIP
         >>> transcript.add_env_turn(obs, next_obs)  # tool results: mask 0         # doctest: +SKIP

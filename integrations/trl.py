@@ -174,7 +174,6 @@ class EnvRollout:
             raise ValueError(f"unknown env id {self.config.env_id!r}; `rubricgym envs` lists them")
         self._task_of_prompt: dict[str, str] = {}
         self._envs: dict[tuple[int, int], Any] = {}
-        self._policy: Any = None
         self.groups_played = 0
         self.group_sizes: list[int] = []
         """Members per played group, in order (the judge scored each of these groups whole)."""
@@ -221,16 +220,21 @@ class EnvRollout:
                          tokenizer.decode(ids, skip_special_tokens=True)) for ids, lps in zip(completions, logprobs)]
             return generate_vllm
 
-        from rubricgym.agents.policy import Policy, PolicyConfig
+        from rubricgym.sampling import generate_with_logprobs
 
         model = trainer.accelerator.unwrap_model(trainer.model)
-        if self._policy is None or self._policy.model is not model:
-            self._policy = Policy.wrap(model, tokenizer, PolicyConfig(
-                lora_r=0, max_new_tokens=max_new_tokens, temperature=trainer.args.temperature,
-                top_p=trainer.args.top_p, cpu_threads="fixed"))
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
 
         def generate_transformers(contexts: list[list[int]]) -> list[Generated]:
-            return [(s.completion_ids, s.logprobs, s.text) for s in self._policy.sample_ids(contexts)]
+            # TRL's own model samples (its weights, its device); its training mode is restored
+            was_training = model.training
+            try:
+                generated = generate_with_logprobs(model, tokenizer, contexts, max_new_tokens, trainer.args.temperature,
+                                                   trainer.args.top_p)
+            finally:
+                model.train(was_training)
+            return [(g.completion_ids, g.logprobs, g.text) for g in generated]
         return generate_transformers
 
     # -- the rollout function --------------------------------------------------------------------
@@ -274,7 +278,7 @@ class EnvRollout:
             values["correct"].append(float(episode.correct))
             values["turns"].append(float(episode.transcript.turns))
             values["env_reward"].append(episode.reward)
-            for flag in ("ruler_failed",):
+            for flag in ("group_failed",):
                 if flag in episode.final_info:
                     values[flag].append(float(bool(episode.final_info[flag])))
         for name, items in values.items():
@@ -355,7 +359,7 @@ def ruler_reward(num_generations: int, judge: Any = "local", rubric: str | None 
     judge call (``judge``: a LiteLLM model string, ``"local"``, or an ``LLM`` with its cache,
     retries and concurrency limit). ``combine="replace"``: the judge's score alone.
 
-    Example:
+    Examples:
         >>> trainer = GRPOTrainer(..., reward_funcs=ruler_reward(4, judge="openai/gpt-4o-mini"))  # doctest: +SKIP
     """
     from rubricgym.judges.ruler import RulerConfig, RulerScorer
@@ -370,7 +374,7 @@ def rubric_reward(num_generations: int, correct: Callable[..., bool], verifier: 
     checks every completion against them, only rubrics that track ``correct`` count; the reward is
     the correctness reward plus the CoT (rubric) reward.
 
-    Example:
+    Examples:
         >>> from rubricgym.envs.math import math_correct
         >>> reward = rubric_reward(4, correct=math_correct(), verifier="openai/gpt-4o-mini",
         ...                        rubricator="openai/gpt-4o-mini")                          # doctest: +SKIP

@@ -27,7 +27,7 @@ import numpy as np
 
 import rubricgym  # noqa: F401  (registers the ids)
 from rubricgym.integrations.transcript import TokenTranscript
-from rubricgym.registration import ENVS, base_env_id, scheme_of
+from rubricgym.registration import ENVS, base_env_id, scheme_of, split_kwargs
 
 from verl.experimental.agent_loop.agent_loop import (  # noqa: E402  (verl is this module's reason to exist)
     AgentLoopBase,
@@ -74,12 +74,7 @@ def write_dataset(path: str, env_id: str, num_tasks: int | None = None, seed: in
 
 def _env_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The base env's share of a (possibly judged) id's kwargs: scorer knobs stay with the reward stage."""
-    scheme = scheme_of(env_id)
-    if scheme is None:
-        return dict(kwargs)
-    from rubricgym.wrappers.variants import KNOBS
-
-    return {k: v for k, v in kwargs.items() if k not in KNOBS[scheme] and k != "history_size"}
+    return split_kwargs(env_id, kwargs)[0]
 
 
 @register(AGENT_NAME)
@@ -142,10 +137,8 @@ def scorer_for(env_id: str) -> Any | None:
     if scheme is None:
         return None
     if env_id not in _SCORERS:
-        from rubricgym.wrappers.variants import KNOBS, build_scorer
-
-        knobs = {k: v for k, v in ENVS[env_id].kwargs.items() if k in KNOBS[scheme]}
-        _SCORERS[env_id] = build_scorer(scheme, knobs)
+        _, knobs, _ = scheme.split(ENVS[env_id].kwargs)
+        _SCORERS[env_id] = scheme.build_scorer(knobs)
     return _SCORERS[env_id]
 
 

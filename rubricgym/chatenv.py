@@ -9,7 +9,12 @@ final step. A family supplies only its tasks, its first messages and its scoring
 * :meth:`first_messages` (system prompt first, then the conversation the agent starts from);
 * :meth:`score` (the components, reward and correctness of the final action);
 * optionally :meth:`task_info` (extra reset ``info``), :meth:`reference`, :meth:`find_task`,
-  :meth:`after_tool_call`, and ``self.tools`` / ``self.max_turns`` / ``self.execute_tools``.
+  :meth:`after_tool_call`, and ``self.tools`` / ``self.max_turns`` / ``self.execute_tools``;
+* as a class attribute, its :class:`TrainingDefaults` (what ``rubricgym train / eval / bench``
+  and the trainer adapters use unless told otherwise).
+
+Every family shows ``reset(options={"hint": text})`` the same way: the text is appended to the
+first user message (RLCER's rubric hints use it).
 
 Semantics (one message per situation, shared by every env):
 
@@ -21,7 +26,7 @@ Semantics (one message per situation, shared by every env):
 * stepping an ended episode returns the final observation, reward 0, ``terminated=True``,
   ``info["episode_ended"] = True`` and :data:`ENDED` as the error; it never raises.
 
-Example:
+Examples:
     >>> class Echo(ChatEnv):
     ...     def __init__(self):
     ...         self.tasks = ["hello", "world"]
@@ -58,7 +63,7 @@ def make_config(config_class: type, config: Any, kwargs: dict[str, Any]) -> Any:
     """An env's config: the object given, or one built from keyword arguments (not both); an
     unknown keyword names the knobs there are.
 
-    Example:
+    Examples:
         >>> from dataclasses import dataclass
         >>> @dataclass
         ... class Knobs:
@@ -87,6 +92,42 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
 
 
+def split_tasks(tasks: Sequence[Any], split: str, every: int = 5) -> list[Any]:
+    """The tasks of ``split``: ``all``, or ``test`` (every ``every``-th task, from the first) and
+    ``train`` (the rest), for families whose data has no split of its own.
+
+    Examples:
+        >>> split_tasks(range(10), "test"), split_tasks(range(10), "train")[:3]
+        ([0, 5], [1, 2, 3])
+    """
+    check_choice("split", split, ("all", "train", "test"))
+    if split == "all":
+        return list(tasks)
+    return [t for i, t in enumerate(tasks) if (i % every == 0) == (split == "test")]
+
+
+@dataclass(frozen=True)
+class TrainingDefaults:
+    """What a family trains and evaluates with unless a run says otherwise. Success (held-out
+    accuracy) is always the family's :attr:`Score.correct`."""
+
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """The family's knobs for training runs (a run's own ``env_kwargs`` override them)."""
+    held_out: dict[str, Any] = field(default_factory=dict)
+    """Merged over a run's env kwargs for held-out evaluation (``{"split": "test"}``; empty: the
+    family has no held-out tasks and evaluates on its training tasks)."""
+    group_size: int = 8
+    """Rollouts per task (the bench's budget for this family)."""
+    groups_per_step: int = 4
+    """Tasks per training step (the bench's budget)."""
+    max_new_tokens: int = 48
+    """Reply budget per turn (the bench's budget: answers that need more tokens say so here)."""
+    reward_name: str = "env"
+    """The name of the env's own reward in bench tables (the row every scheme is compared with)."""
+    bench: bool = False
+    """Whether ``rubricgym bench`` without ``--envs`` runs this family."""
+
+
 @dataclass
 class Score:
     """What a family's :meth:`ChatEnv.score` returns for the final action."""
@@ -109,6 +150,8 @@ class ChatEnv(gym.Env):
     max_action_chars: int = 200_000
     #: whether tool calls in a reply are executed (False: the calls are the answer, as in BFCL)
     execute_tools: bool = True
+    #: what runs train and evaluate with unless told otherwise
+    training: TrainingDefaults = TrainingDefaults()
 
     def __init__(self, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -158,6 +201,17 @@ class ChatEnv(gym.Env):
     def after_tool_call(self) -> None:
         """Called after each executed tool call (e.g. to commit a database transaction)."""
 
+    @classmethod
+    def held_out_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The kwargs that measure held-out success of a run trained with ``kwargs``."""
+        return {**kwargs, **cls.training.held_out}
+
+    @classmethod
+    def check_kwargs(cls, kwargs: dict[str, Any]) -> None:
+        """Refuse unknown or invalid knobs now, with the family's own error (a run checks its
+        kwargs this way before its model loads): builds one env and closes it."""
+        cls(**dict(kwargs)).close()
+
     # -- the loop ------------------------------------------------------------------------------
 
     @property
@@ -179,8 +233,18 @@ class ChatEnv(gym.Env):
         else:
             self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
         self.messages = list(self.first_messages(self.task, options))
+        if options.get("hint"):  # e.g. a task's banked rubric items: shown the same way in every family
+            self._append_hint(str(options["hint"]))
         self._turn, self._ended = 0, False
         return list(self.messages), self._info()
+
+    def _append_hint(self, hint: str) -> None:
+        index = next((i for i, m in enumerate(self.messages) if m.get("role") == "user"), None)
+        if index is None:
+            self.messages.append({"role": "user", "content": hint})
+        else:
+            first = self.messages[index]
+            self.messages[index] = {**first, "content": f"{first.get('content') or ''}\n\n{hint}"}
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         info: dict[str, Any] = {"task_id": str(self.task_id(self.task)), "system_prompt": self.specification,

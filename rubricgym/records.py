@@ -39,7 +39,7 @@ class EpisodeResult(BaseModel):
     Judges and rubric wrappers read only this (never family-specific info keys), so any env
     built on :class:`rubricgym.chatenv.ChatEnv` gets its RULER and rubric variants for free.
 
-    Example:
+    Examples:
         >>> result = EpisodeResult(task_id="t1", specification="Answer briefly.", task="2+2?", answer="4",
         ...                        reference="4", correct=True, reward=1.0, reward_components={"outcome": 1.0})
         >>> result.correct, result.model_dump()["reference"]
@@ -140,7 +140,7 @@ class Trajectory(BaseModel):
         The difference goes on the last transition, so the transitions still sum to ``reward``
         and a learner reading per-transition rewards sees what the env loop returned.
 
-        Example:
+        Examples:
             >>> step = dict(obs=[], action="", next_obs=[], terminated=False, truncated=False)
             >>> t = Trajectory(transitions=[Transition(reward=0.0, **step), Transition(reward=-1.0, **step)], reward=-1.0)
             >>> t.set_return(0.25)
@@ -171,7 +171,7 @@ class Group(BaseModel):
 class TrajectoryRecorder:
     """Builds a :class:`Trajectory` from the reset / step results of one env.
 
-    Example:
+    Examples:
         >>> recorder = TrajectoryRecorder()
         >>> recorder.start([{"role": "user", "content": "2+2?"}], {"task_id": "t1"})
         >>> recorder.add("\\\\boxed{4}", 1.0, [{"role": "user", "content": "2+2?"},

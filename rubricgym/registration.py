@@ -1,12 +1,17 @@
 """Registered environment ids: ``gym.make(id)`` for one env, ``gym.make_vec(id, ...)`` for groups.
 
-Each env family registers its own ids from its package (a ``register()`` function named under
-the ``rubricgym.envs`` entry-point group in ``pyproject.toml``; third-party packages can add
-families the same way). :func:`register_family` registers a family's base id ``<Name>-v0`` and
-its reward variants (``<Name>Ruler-v0``, ``<Name>Rubric-v0``, ``<Name>Function-v0``), each built
-by one generic factory in :mod:`rubricgym.wrappers.variants` on top of the base env. The
-registry records every variant's base id and scheme (:data:`ENVS`), so no code has to guess
-them from id strings. Entry points are strings, so the kernel imports no env or wrapper.
+Two entry-point groups fill the registry, so the kernel names no family, scheme or wrapper:
+
+* ``rubricgym.schemes``: one reward-scheme object each (``name``, ``suffix``, ``summary``,
+  ``derive(env_class)``, ``make_env`` and ``make_vector_env``; :class:`rubricgym.wrappers.scheme.RewardScheme`);
+* ``rubricgym.envs``: one ``register()`` function per env family, which calls
+  :func:`register_family`. A family gets ``<Name>-v0`` and one ``<Name><Suffix>-v0`` per scheme
+  it names (with its own defaults for that scheme) or that the scheme derives for every family
+  it fits (RULER fits every family).
+
+``rubricgym.vector`` names the factory of the group vector env (``gym.make_vec``). Third-party
+packages add families and schemes the same way. The registry records every variant's base id
+and scheme (:data:`ENVS`), so no code guesses them from id strings.
 """
 
 from __future__ import annotations
@@ -17,18 +22,8 @@ from typing import Any
 
 import gymnasium as gym
 
-#: The reward schemes a family can offer: scheme -> (id suffix, single-env factory, vector factory).
-SCHEMES: dict[str, tuple[str, str, str]] = {
-    "ruler": ("Ruler", "rubricgym.wrappers.variants:make_variant_env", "rubricgym.wrappers.variants:make_variant_vector_env"),
-    "rubric": ("Rubric", "rubricgym.wrappers.variants:make_variant_env", "rubricgym.wrappers.variants:make_variant_vector_env"),
-    "function": ("Function", "rubricgym.wrappers.variants:make_variant_env", "rubricgym.wrappers.variants:make_variant_vector_env"),
-}
-
-SCHEME_SUMMARIES = {
-    "ruler": "+ RULER group judge (judge=local by default)",
-    "rubric": "+ self-evolving rubrics (RLCER): the policy also writes rubrics (role 'rubricator')",
-    "function": "+ a hand-written reward function",
-}
+#: Registered reward schemes by name (filled from the ``rubricgym.schemes`` entry points).
+SCHEMES: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -36,32 +31,32 @@ class EnvInfo:
     """One registered id: where it is built, what it is, and what it derives from."""
 
     id: str
-    entry_point: str
+    entry_point: Any
     summary: str
-    vector_entry_point: str | None = None
+    vector_entry_point: Any = None
     """Where the group version is not "the group vector env of this id" (reward wrappers on top)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     base: str | None = None
     """The base env id of a reward variant (None for a base env)."""
     scheme: str | None = None
-    """The reward scheme of a variant (``ruler``, ``rubric``, ``function``); None for a base env."""
+    """The reward scheme's name of a variant; None for a base env."""
 
 
 #: Every registered rubricgym id, in registration order.
 ENVS: dict[str, EnvInfo] = {}
 
+_DEFAULT: list[str] = []
+
 
 class GroupVectorEntryPoint:
-    """``gym.make_vec(id, num_envs=..., group_size=...)``: the group vector env of ``id``."""
+    """``gym.make_vec(id, num_envs=..., group_size=...)``: the group vector env of ``id`` (the
+    factory named under the ``rubricgym.vector`` entry point)."""
 
     def __init__(self, env_id: str):
         self.env_id = env_id
 
     def __call__(self, num_envs: int = 1, group_size: int = 1, **kwargs: Any):
-        import importlib
-
-        # a string, resolved at call time: the kernel imports no wrappers
-        factory = getattr(importlib.import_module("rubricgym.wrappers.group"), "make_group_vector_env")
+        factory = next(iter(entry_points(group="rubricgym.vector"))).load()
         return factory(self.env_id, num_envs=num_envs, group_size=group_size, **kwargs)
 
     def __repr__(self) -> str:
@@ -77,37 +72,69 @@ def register_env(info: EnvInfo) -> None:
                  vector_entry_point=info.vector_entry_point or GroupVectorEntryPoint(info.id), kwargs=dict(info.kwargs))
 
 
-def register_family(name: str, env: type | str, summary: str | None = None, **variants: dict[str, Any]) -> None:
-    """Register ``<name>-v0`` (the env class, or its ``"module:Class"``) and one
-    ``<name><Suffix>-v0`` per reward scheme given as a keyword (``ruler``, ``rubric``,
-    ``function``) with the variant's default kwargs; users override any of them in ``gym.make``.
-    The summary defaults to the first line of the class docstring.
+def register_scheme(scheme: Any) -> None:
+    """Add a reward scheme (an object with ``name``, ``suffix``, ``summary``, ``derive``,
+    ``make_env`` and ``make_vector_env``); families registered afterwards get its variants."""
+    SCHEMES[scheme.name] = scheme
 
-    Example:
-        >>> register_family("Demo", "rubricgym.envs.math:MathEnv", "a demo", ruler={"combine": "sum"})
-        >>> ENVS["DemoRuler-v0"].base, ENVS["DemoRuler-v0"].scheme, ENVS["DemoRuler-v0"].summary
-        ('Demo-v0', 'ruler', 'Demo-v0 + RULER group judge (judge=local by default); combine=sum')
+
+def _env_class(env: type | str) -> type:
+    if isinstance(env, str):
+        from gymnasium.envs.registration import load_env_creator
+
+        return load_env_creator(env)
+    return env
+
+
+def default_env() -> str:
+    """The base id that runs use when they name none (the family registered with ``default=True``)."""
+    if not _DEFAULT:
+        raise LookupError("no env family is registered as the default; name an id")
+    return _DEFAULT[0]
+
+
+def register_family(name: str, env: type | str, summary: str | None = None, default: bool = False,
+                    **variants: dict[str, Any]) -> None:
+    """Register ``<name>-v0`` (the env class, or its ``"module:Class"``) and its reward variants:
+    one ``<name><Suffix>-v0`` per scheme named as a keyword (its value: the family's defaults for
+    that scheme's knobs) and per scheme that derives itself for this env class. Users override any
+    default in ``gym.make``. The summary defaults to the first line of the class docstring;
+    ``default=True`` makes ``<name>-v0`` the id of runs that name none.
+
+    Examples:
+        >>> import rubricgym
+        >>> register_family("Demo", "rubricgym.envs.math:MathEnv", "a demo", ruler={"combine": "replace"})
+        >>> ENVS["DemoRuler-v0"].base, ENVS["DemoRuler-v0"].scheme, ENVS["DemoRuler-v0"].kwargs["combine"]
+        ('Demo-v0', 'ruler', 'replace')
     """
     base_id = f"{name}-v0"
-    entry_point = env if isinstance(env, str) else f"{env.__module__}:{env.__qualname__}"
+    # a class given is its own entry point (a class defined in a script or notebook has no import path)
+    entry_point = env
+    env_class = _env_class(env)
     if summary is None:
-        summary = "" if isinstance(env, str) else (env.__doc__ or "").strip().splitlines()[0]
+        summary = (env_class.__doc__ or "").strip().splitlines()[0] if env_class.__doc__ else ""
     register_env(EnvInfo(base_id, entry_point, summary))
-    for scheme, defaults in variants.items():
-        if scheme not in SCHEMES:
-            raise ValueError(f"unknown reward scheme {scheme!r}; known: {sorted(SCHEMES)}")
-        suffix, single, vector = SCHEMES[scheme]
-        described = f"{base_id} {SCHEME_SUMMARIES[scheme]}"
+    if default and base_id not in _DEFAULT:
+        _DEFAULT.insert(0, base_id)
+    unknown = set(variants) - set(SCHEMES)
+    if unknown:
+        raise ValueError(f"unknown reward scheme(s) {sorted(unknown)}; registered: {sorted(SCHEMES)}")
+    for scheme in SCHEMES.values():
+        if scheme.name not in variants and not scheme.derive(env_class):
+            continue
+        defaults = variants.get(scheme.name) or {}
+        described = f"{base_id} + {scheme.summary}"
         if "combine" in defaults:
             described += f"; combine={defaults['combine']}"
-        register_env(EnvInfo(f"{name}{suffix}-v0", single, described, vector_entry_point=vector,
-                             kwargs={"base_env": base_id, "scheme": scheme, **defaults}, base=base_id, scheme=scheme))
+        register_env(EnvInfo(f"{name}{scheme.suffix}-v0", scheme.make_env, described,
+                             vector_entry_point=scheme.make_vector_env, kwargs={"base_env": base_id, **defaults},
+                             base=base_id, scheme=scheme.name))
 
 
 def base_env_id(env_id: str) -> str:
     """The base env of a registered id (the id itself for a base env).
 
-    Example:
+    Examples:
         >>> base_env_id("MathRuler-v0"), base_env_id("Math-v0")
         ('Math-v0', 'Math-v0')
     """
@@ -119,13 +146,73 @@ def base_env_id(env_id: str) -> str:
     return base_env_id(info.base) if info.base else env_id
 
 
-def scheme_of(env_id: str) -> str | None:
-    """The reward scheme of a registered variant id (``ruler``, ``rubric``, ``function``), else None."""
+def scheme_of(env_id: str) -> Any:
+    """The reward scheme object of a registered variant id, else None.
+
+    Examples:
+        >>> scheme_of("MathRuler-v0").name, scheme_of("Math-v0")
+        ('ruler', None)
+    """
     info = ENVS.get(env_id)
-    return info.scheme if info else None
+    return SCHEMES.get(info.scheme) if info and info.scheme else None
+
+
+def env_class(env_id: str) -> type:
+    """The env class behind a registered id (its base env's class for a variant)."""
+    return _env_class(gym.spec(base_env_id(env_id)).entry_point)
+
+
+def _family_defaults(env_id: str):
+    return getattr(env_class(env_id), "training", None)
+
+
+def split_kwargs(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the base env's kwargs, the reward scheme's knobs) of a run's kwargs on ``env_id``."""
+    scheme = scheme_of(env_id)
+    if scheme is None:
+        return dict(kwargs), {}
+    env_kwargs, knobs, _ = scheme.split({k: v for k, v in kwargs.items()})
+    return env_kwargs, {k: v for k, v in kwargs.items() if k not in env_kwargs}
+
+
+def training_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A run's kwargs on ``env_id`` over its family's training defaults.
+
+    Examples:
+        >>> import rubricgym
+        >>> training_kwargs("MathRuler-v0", {"judge": "oracle:1.0"})
+        {'levels': (1,), 'judge': 'oracle:1.0'}
+    """
+    defaults = _family_defaults(env_id)
+    return {**(defaults.env_kwargs if defaults else {}), **kwargs}
+
+
+def held_out(env_id: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The base id and kwargs that measure held-out success of a run on ``env_id`` with ``kwargs``:
+    the base env (its verified success, no judge) on the family's held-out tasks.
+
+    Examples:
+        >>> import rubricgym
+        >>> held_out("MathRuler-v0", {"levels": (1,), "judge": "oracle:1.0"})
+        ('Math-v0', {'levels': (1,), 'split': 'test'})
+    """
+    env_kwargs, _ = split_kwargs(env_id, training_kwargs(env_id, kwargs))
+    cls = env_class(env_id)
+    return base_env_id(env_id), cls.held_out_kwargs(env_kwargs) if hasattr(cls, "held_out_kwargs") else env_kwargs
+
+
+def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Refuse an unknown id, unknown or invalid family knobs, or a scheme knob the scheme lacks,
+    with the family's own message: a run calls this before it loads a model."""
+    env_kwargs, _ = split_kwargs(env_id, kwargs)
+    cls = env_class(env_id)
+    if hasattr(cls, "check_kwargs"):
+        cls.check_kwargs(env_kwargs)
 
 
 def register_envs() -> None:
-    """Register every family named under the ``rubricgym.envs`` entry-point group (idempotent)."""
+    """Register every scheme, then every family, named under the entry points (idempotent)."""
+    for entry in entry_points(group="rubricgym.schemes"):
+        register_scheme(entry.load())
     for entry in entry_points(group="rubricgym.envs"):
         entry.load()()

@@ -27,7 +27,7 @@ ROLES = ("system", "user", "assistant", "tool")
 class UnicodeText(spaces.Text):
     """A :class:`gymnasium.spaces.Text` that contains any ``str`` of bounded length.
 
-    Example:
+    Examples:
         >>> space = UnicodeText(max_length=100)
         >>> space.contains("∫ x dx = x²/2 + C"), space.contains("")
         (True, True)
@@ -85,7 +85,7 @@ class _TextSampledSpace(spaces.Space):
 class ChatSpace(_TextSampledSpace):
     """Space of chat conversations: lists of ``{"role", "content", ...}`` dicts (OpenAI format).
 
-    Example:
+    Examples:
         >>> space = ChatSpace()
         >>> space.contains([{"role": "user", "content": "What is 2 + 2?"}])
         True
@@ -118,7 +118,7 @@ class ChatSpace(_TextSampledSpace):
 class AssistantReplySpace(_TextSampledSpace):
     """Space of agent actions: a reply string, or an assistant message dict with ``tool_calls``.
 
-    Example:
+    Examples:
         >>> space = AssistantReplySpace()
         >>> space.contains("The answer is \\\\boxed{4}.")
         True

@@ -49,7 +49,7 @@ def _ready() -> bool:
 class TimeLimitedWorker:
     """One worker process that runs picklable module-level functions with a time limit.
 
-    Example:
+    Examples:
         >>> worker = TimeLimitedWorker()
         >>> worker.call(pow, (2, 10), timeout=10.0)
         1024

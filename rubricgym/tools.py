@@ -17,7 +17,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ValidationError
 
@@ -26,10 +26,51 @@ OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
 MAX_ARGUMENT_DEPTH = 32
 
 
+def format_tool_call(name: str, arguments: Any) -> str:
+    """One tool call in the text format :func:`parse_action` reads (the only writer of it).
+
+    Examples:
+        >>> format_tool_call("calculator", {"expression": "6*7"})
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+        >>> parse_action(format_tool_call("calculator", {"expression": "6*7"})).tool_calls[0].name
+        'calculator'
+    """
+    return OPEN_TAG + json.dumps({"name": name, "arguments": arguments}) + CLOSE_TAG
+
+
+def render_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """Messages any chat template accepts: tool calls as ``<tool_call>`` text, tool results as
+    user turns (what the policy is shown and what the trainer adapters tokenise).
+
+    Examples:
+        >>> render_messages([{"role": "tool", "name": "calculator", "content": "42"}])
+        [{'role': 'user', 'content': 'Tool result (calculator): 42'}]
+    """
+    rendered = []
+    for message in messages:
+        role, content = message.get("role"), message.get("content") or ""
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = call.get("function", {})
+                arguments = function.get("arguments")
+                try:
+                    arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+                except json.JSONDecodeError:
+                    pass
+                calls.append(format_tool_call(function.get("name"), arguments))
+            if not any(c in content for c in calls):
+                content = (content + "\n" if content else "") + "\n".join(calls)
+        if role == "tool":
+            role, content = "user", f"Tool result ({message.get('name', 'tool')}): {content}"
+        rendered.append({"role": role, "content": content})
+    return rendered
+
+
 def nesting_depth(value: Any, limit: int) -> int:
     """How deeply lists and dicts nest in ``value``, counted without recursion up to ``limit + 1``.
 
-    Example:
+    Examples:
         >>> nesting_depth({"a": [1, [2]]}, 10), nesting_depth([[[[]]]], 2)
         (3, 3)
     """
@@ -120,7 +161,7 @@ def _decode_call(raw: Any, where: str) -> ToolCall | str:
 def parse_action(action: Any, max_chars: int = 1_000_000) -> ParsedAction:
     """Split an agent action (reply string or assistant message dict) into text and tool calls.
 
-    Example:
+    Examples:
         >>> parsed = parse_action('<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>')
         >>> parsed.tool_calls[0].name, parsed.tool_calls[0].arguments
         ('calculator', {'expression': '6*7'})
@@ -196,7 +237,7 @@ class Tool:
     the arguments and returns the result text, or raises :class:`ToolError` with a message
     meant for the agent.
 
-    Example:
+    Examples:
         >>> class Args(BaseModel):
         ...     text: str
         >>> echo = Tool("echo", "Repeat the text.", Args, lambda args: args.text)
@@ -273,7 +314,7 @@ def register_tool(name: str, target: str) -> None:
 def resolve_tools(names_or_tools: list[str | Tool] | str | None) -> dict[str, Tool]:
     """Turn ``tools=[...]`` (names from :data:`TOOL_REGISTRY` or Tool objects) into a dict.
 
-    Example:
+    Examples:
         >>> resolve_tools("calculator")
         Traceback (most recent call last):
         ...

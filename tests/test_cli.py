@@ -19,12 +19,21 @@ def test_train_flags_come_from_the_config_dataclasses():
     from rubricgym.agents.train import TrainConfig
 
     config = train_config(parse("train"))
-    assert config == TrainConfig(env_kwargs={"levels": (1,)})  # no flag: every default is the dataclass's
+    # no flag: every default is the dataclass's, the env the default family's (its knobs come from the family)
+    assert config == TrainConfig(env="Math-v0")
     config = train_config(parse("train", "--env", "MathRuler-v0", "--judge", "openai/x", "--steps", "3", "--lora-r", "8",
                                 "--grpo-beta", "0.05", "--grpo-loss-type", "dr_grpo", "--no-ppo-normalize-per-role",
-                                "--lr", "1e-3", "--levels", "1,2"))
+                                "--lr", "1e-3", "--env-kwargs", '{"levels": [1, 2]}'))
     assert (config.env, config.steps, config.policy.lora_r) == ("MathRuler-v0", 3, 8)
-    assert config.env_kwargs == {"levels": (1, 2), "judge": "openai/x"}
+    assert config.env_kwargs == {"levels": [1, 2], "judge": "openai/x"}
+    # the rubric scheme's judge knob is its verifier; a base id takes no judge; bad JSON is refused by argparse
+    assert train_config(parse("train", "--env", "WordSortRubric-v0", "--judge", "oracle:1.0")).env_kwargs == {
+        "verifier": "oracle:1.0"}
+    with pytest.raises(SystemExit, match="takes no judge"):
+        train_config(parse("train", "--env", "Math-v0", "--judge", "openai/x"))
+    for bad in ("[1, 2]", "{levels: 1}"):
+        with pytest.raises(SystemExit):
+            parse("train", "--env-kwargs", bad)
     assert config.grpo == GRPOConfig(beta=0.05, loss_type="dr_grpo", learning_rate=1e-3)
     assert config.ppo.normalize_per_role is False and config.ppo.learning_rate == 1e-3
     with pytest.raises(SystemExit):
@@ -43,10 +52,12 @@ def test_bench_quick_preset_and_explicit_flags():
     from rubricgym.app.bench import BenchConfig
 
     quick = parse("bench", "--quick")
-    assert (quick.steps, quick.math_group_size, quick.rag_group_size, quick.eval_tasks) == (2, 4, 2, 16)
+    assert (quick.steps, quick.group_size, quick.groups_per_step, quick.eval_tasks) == (2, 4, 1, 16)
     assert parse("bench", "--seeds", "0,1,2").seeds == (0, 1, 2)
     assert parse("bench", "--quick", "--steps", "5").steps == 5  # an explicit flag wins over the preset
-    assert parse("bench").steps == BenchConfig().steps and parse("bench", "--suites", "math").suites == ("math",)
+    assert parse("bench").steps == BenchConfig().steps and parse("bench", "--envs", "WordSort-v0").envs == ("WordSort-v0",)
+    assert parse("bench", "--env-kwargs", '{"levels": [2]}').env_kwargs == {"levels": [2]}
+    assert BenchConfig().envs == ("Math-v0", "RagSupport-v0")  # the families that ask for the default bench
 
 
 def test_eval_builds_the_checkpoint_s_adapter_shape(tmp_path):

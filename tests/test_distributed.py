@@ -74,7 +74,7 @@ def test_a_resumed_two_rank_run_continues_exactly(tmp_path):
     from safetensors.torch import load_file
 
     def train(out: Path, steps: int, *extra: str) -> None:
-        torchrun("-m", "rubricgym.app.cli", "train", "--env", "Math-v0", "--levels", "1", "--steps", str(steps),
+        torchrun("-m", "rubricgym.app.cli", "train", "--env", "Math-v0", "--env-kwargs", '{"levels": [1]}', "--steps", str(steps),
                  "--group-size", "2", "--groups-per-step", "2", "--max-new-tokens", "8", "--eval-tasks", "0",
                  "--checkpoint-every", "1", "--record-groups", "0", "--report-to", "none", "--cpu-threads", "fixed",
                  "--output-dir", str(out), *extra)

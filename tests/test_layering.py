@@ -70,3 +70,56 @@ def test_nothing_imports_the_integrations():
 ])
 def test_dependencies_point_one_way(folder, forbidden):
     assert violations(folder, forbidden) == []
+
+
+def test_testing_doubles_are_below_nothing():
+    # rubricgym.testing serves tests and benchmarks: the library itself never imports it
+    for folder in ("rubricgym", "envs", "wrappers", "agents", "integrations"):
+        assert violations(folder, ("rubricgym.testing",), skip=("rubricgym/testing/",)) == []
+
+
+def test_integrations_use_their_trainer_not_ours():
+    assert violations("integrations", ("rubricgym.agents",)) == []
+
+
+# names that only a family, a scheme or a layer above the kernel may say
+# ("rubricgym.envs" alone is the families' entry-point group, a name the kernel reads, not a module it loads)
+UPWARD_STRINGS = ("rubricgym.wrappers", "rubricgym.agents", "rubricgym.envs.", "rubricgym.envs:", "rubricgym.integrations")
+GENERIC_NAMES = ("Math-v0", "MathRuler", "RagSupport", "ToolUse", "WordSort", "FunctionCall", '"levels"', "'levels'",
+                 '"ruler"', '"rubric"', "generated")
+
+
+def _strings(path: Path) -> list[tuple[int, str]]:
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def test_kernel_loads_no_wrapper_by_string():
+    bad = []
+    for path in sorted((ROOT / "rubricgym").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(APPLICATION + ("rubricgym/testing/",)):
+            continue
+        bad += [f"{relative}:{line} says {text!r}" for line, text in _strings(path)
+                if any(text.startswith(s) for s in UPWARD_STRINGS)]
+    assert bad == []
+
+
+@pytest.mark.parametrize("path", ["rubricgym/registration.py", "rubricgym/chatenv.py", "agents/train.py",
+                                  "agents/evaluation.py", "agents/rollout.py", "wrappers/scheme.py", "wrappers/episode.py",
+                                  "rubricgym/app/bench.py"])
+def test_generic_modules_name_no_family_scheme_level_or_id(path):
+    # docstrings and examples may show ids; code may not decide by them (the CLI's `judge` and
+    # `baseline` commands are RULER's and Math's own tools, so rubricgym/app/cli.py is not listed)
+    tree = ast.parse((ROOT / path).read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    field_docs = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    help_texts = {id(part) for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg in ("help", "description")
+                  for part in ast.walk(node.value)}
+    bad = [f"{path}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+           if isinstance(node, ast.Constant) and isinstance(node.value, str)
+           and id(node) not in docstrings | field_docs | help_texts
+           and any(name.strip("'\"") == node.value or name in repr(node.value) for name in GENERIC_NAMES)]
+    assert bad == []

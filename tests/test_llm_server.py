@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from rubricgym.llm import LLMConfig, make_llm
-from rubricgym.app.examples import load_refund_group
+from rubricgym.testing.examples import load_refund_group
 from rubricgym.judges.ruler import RulerConfig, ruler_score_sync
 from judges import gold
 

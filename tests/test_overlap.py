@@ -76,6 +76,7 @@ def test_off_policy_rollouts_are_one_update_stale_and_logged(tmp_path):
     stats = [trainer.train_step() for _ in range(3)]
     assert all(s["trained_completions"] > 0 for s in stats)  # scores vary: every step updates
     assert stats[0]["rollout_staleness"] == 0.0  # the first step's rollouts came before any update
-    # later steps were generated while the previous update ran: at most one update behind
+    # later steps were generated while the previous update ran (prefetched): at most one update behind
+    assert [s["rollouts_prefetched"] for s in stats] == [0.0, 1.0, 1.0]
     assert all(0.0 <= s["rollout_staleness"] <= 1.0 for s in stats[1:])
     assert trainer._prefetch is None and trainer.policy.version == 3

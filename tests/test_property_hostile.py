@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rubricgym  # noqa: F401
-from rubricgym.app.fuzz import hostile_action
+from rubricgym.testing.hostile import hostile_action
 
 CONFIGS = {
     "Math-v0": ("Math-v0", {}),
@@ -36,7 +36,7 @@ ENVS: dict = {}
 def env_for(name):
     if name not in ENVS:
         if name in VARIANTS:
-            from rubricgym.app.fuzz import FaultyJudge
+            from rubricgym.testing.hostile import FaultyJudge
             from rubricgym.llm import LLM, LLMConfig
 
             judge = LLM(FaultyJudge(FaultyJudge.MODES[1:]), LLMConfig(cache_dir=None, max_retries=1, backoff_initial_s=0.001,

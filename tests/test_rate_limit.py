@@ -61,7 +61,7 @@ def test_tokens_per_minute_holds_back_big_requests_and_refunds_what_was_not_used
 
 
 def test_retry_after_of_a_429_pauses_every_call_and_is_counted():
-    from rubricgym.app.loopback import LoopbackServer, Reply
+    from rubricgym.testing.loopback import LoopbackServer, Reply
     from rubricgym.llm import make_llm
 
     state = {"calls": 0}

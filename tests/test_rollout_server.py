@@ -72,7 +72,7 @@ def test_a_server_that_fails_then_recovers_costs_a_retry_not_the_step(tmp_path):
 def test_a_dead_server_is_a_clear_error_and_the_run_stays_at_its_step(tmp_path):
     from rubricgym.agents.generation import RolloutServerError, ServerConfig, ServerGenerator
     from rubricgym.agents.policy import Policy, PolicyConfig
-    from rubricgym.app.loopback import LoopbackServer
+    from rubricgym.testing.loopback import LoopbackServer
 
     server = LoopbackServer()
     url = server.base
@@ -90,7 +90,7 @@ def test_a_dead_server_is_a_clear_error_and_the_run_stays_at_its_step(tmp_path):
 def test_a_refused_request_is_not_retried(tmp_path):
     from rubricgym.agents.generation import RolloutServerError, ServerConfig, ServerGenerator
     from rubricgym.agents.policy import Policy, PolicyConfig
-    from rubricgym.app.loopback import LoopbackServer, Reply
+    from rubricgym.testing.loopback import LoopbackServer, Reply
 
     with LoopbackServer(completions=lambda body: Reply(400, {"error": {"message": "prompt too long"}})) as server:
         policy = Policy(PolicyConfig(max_new_tokens=4), generator=ServerGenerator(ServerConfig(url=server.base, model="m")))

@@ -12,7 +12,7 @@ import gymnasium as gym
 import pytest
 
 import rubricgym  # noqa: F401
-from rubricgym.app.fuzz import DISARM, ESCAPES, try_escapes
+from rubricgym.testing.hostile import DISARM, ESCAPES, try_escapes
 from rubricgym.sandbox import SandboxLimits, run_python
 
 @pytest.mark.parametrize("name,code,marker", ESCAPES, ids=[name for name, _, _ in ESCAPES])

@@ -6,7 +6,9 @@ import pytest
 from conftest import require  # noqa: E402
 
 import rubricgym  # noqa: F401
-from rubricgym.wrappers import CandidateActions, hashed_features, math_candidates, tooluse_candidates
+from rubricgym.envs.math import math_candidates
+from rubricgym.envs.tools import tooluse_candidates
+from rubricgym.wrappers import CandidateActions, hashed_features
 
 sb3 = require("stable_baselines3", "sb3")
 

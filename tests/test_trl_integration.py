@@ -62,7 +62,7 @@ def test_grpo_trainer_on_math_ruler_judges_every_group_whole(tmp_path):
     first_tries = [r for r in backend.requests if not any(m["role"] == "assistant" for m in r)]
     assert len(first_tries) == 4 and all(len(trajectory_blocks(r)) == 2 for r in first_tries)  # each group whole
     for row in steps:
-        assert {"rubricgym/reward_components/outcome", "rubricgym/correct", "rubricgym/ruler_failed"} <= set(row)
+        assert {"rubricgym/reward_components/outcome", "rubricgym/correct", "rubricgym/group_failed"} <= set(row)
         assert row["rewards/env_reward/mean"] == pytest.approx(row["rubricgym/env_reward"], abs=1e-6)
     assert any("rubricgym/reward_components/ruler" in row for row in steps)  # a judged group reached the reward
 

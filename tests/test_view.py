@@ -86,7 +86,12 @@ def test_report_of_rubric_groups_and_of_a_judged_file(tmp_path, chromium):
     run = tiny_run(tmp_path, env="MathRubric-v0", verifier=verifier)
     assert main(["view", str(run), "-o", str(tmp_path / "rubrics.html")]) == 0
     dom = dump_dom(chromium, tmp_path / "rubrics.html")
-    assert 'class="rubrics"' in dom or "no parseable rubric" in dom  # the policy's own rubrics (tiny model: unparseable)
+    # the policy's own rubrics, as recorded: one table per group, one "no parseable rubric" row per rubric without items
+    recorded = [json.loads(line) for line in (run / "groups.jsonl").read_text().splitlines()]
+    rubric_sets = [r for row in recorded for r in (row.get("group_info") or {}).get("rubrics") or []]
+    assert rubric_sets and dom.count('class="rubrics"') == sum(bool((row.get("group_info") or {}).get("rubrics"))
+                                                                for row in recorded)
+    assert dom.count("no parseable rubric") == sum(not r["items"] for r in rubric_sets)
 
     judged = tmp_path / "judged.jsonl"
     example = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples" / "refund_group.jsonl"

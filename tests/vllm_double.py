@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from rubricgym.app.loopback import LoopbackServer, Reply
+from rubricgym.testing.loopback import LoopbackServer, Reply
 
 
 class VLLMDouble:

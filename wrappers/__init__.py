@@ -6,7 +6,8 @@ from rubricgym.judges.base import combine_reward
 from .episode import EpisodeReward, GroupReward
 from .function import FunctionReward, FunctionScorer
 from .group import GroupVectorEnv, make_group_vector_env
-from .sb3 import CandidateActions, hashed_features, math_candidates, tooluse_candidates
+from .sb3 import CandidateActions, hashed_features
+from .scheme import RewardScheme
 
 __all__ = ["CandidateActions", "EpisodeReward", "FunctionReward", "FunctionScorer", "GroupReward", "GroupVectorEnv",
-           "combine_reward", "hashed_features", "make_group_vector_env", "math_candidates", "tooluse_candidates"]
+           "RewardScheme", "combine_reward", "hashed_features", "make_group_vector_env"]

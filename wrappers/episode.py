@@ -14,7 +14,7 @@ function); the scorer's verdict is written back here, once, for every scheme.
   the last ``history_size`` finished episodes of the same task (absolutely when there are
   none); ``reset(seed=...)`` clears that history so seeded runs repeat.
 
-Example:
+Examples:
     >>> from rubricgym.judges.ruler import RulerScorer
     >>> envs = GroupReward(gym.make_vec("Math-v0", num_envs=8, group_size=4), RulerScorer("local"))  # doctest: +SKIP
 """
@@ -38,7 +38,6 @@ class GroupReward(gym.vector.VectorWrapper):
     def __init__(self, env: gym.vector.VectorEnv, scorer: GroupScorer):
         super().__init__(env)
         self.scorer = scorer
-        self.last_scores: dict[int, Any] = {}
 
     def step(self, actions):
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
@@ -59,7 +58,6 @@ class GroupReward(gym.vector.VectorWrapper):
         results = run_sync(score_all())
         rewards = np.asarray(rewards, dtype=np.float64).copy()
         for g, result in zip(groups, results):
-            self.last_scores[g] = result
             for i, trajectory, score in zip(base.members(g), trajectories[g], result.members):
                 rewards[i] = score.reward
                 apply_member_score(trajectory, score, result, self.scorer.name)  # the record keeps what the judge said
@@ -67,6 +65,9 @@ class GroupReward(gym.vector.VectorWrapper):
                 member_info = dict(score.info)
                 if score.role_rewards is not None:
                     member_info.update({f"role_rewards_{role}": value for role, value in score.role_rewards.items()})
+                # scheme-neutral keys the trainer logs: whether the group's scoring failed, and its statistics
+                member_info["group_failed"] = bool(result.failed)
+                member_info["group_stats"] = {f"{self.scorer.name}_{k}": float(v) for k, v in result.stats.items()}
                 for key, value in member_info.items():
                     _set_vector_info(infos, key, i, value, len(rewards))
         return obs, rewards, terminated, truncated, infos
@@ -96,7 +97,6 @@ class EpisodeReward(gym.Wrapper):
         self.history_size = history_size if scorer.relative else 0
         self.history: dict[str, deque] = defaultdict(lambda: deque(maxlen=max(1, self.history_size)))
         self._task_id: str | None = None
-        self.last_score: Any = None
 
     def reset(self, **kwargs):
         if kwargs.get("seed") is not None:
@@ -117,7 +117,6 @@ class EpisodeReward(gym.Wrapper):
         result = run_sync(self.scorer.score_group(self._task_id, members))
         if self.history_size:
             history.append(member)
-        self.last_score = result
         score = result.members[-1]
         components = {**(info.get("reward_components") or {}), **score.components}
         info = {**info, **score.info, "reward_components": components}

@@ -7,7 +7,7 @@ the env loop), records the value as ``info["reward_components"][name]`` and comb
 the env's reward. :class:`FunctionReward` puts it on one env; the ``...Function-v0`` ids put it
 on groups too.
 
-Example:
+Examples:
     >>> def brevity(messages, info):
     ...     return -0.01 * len(messages[-1]["content"].split())
     >>> env = FunctionReward(gym.make("Math-v0"), brevity, name="brevity", combine="sum")  # doctest: +SKIP
@@ -16,13 +16,15 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+import importlib
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
 from rubricgym.judges.base import Combine, GroupScore, Member, MemberScore, combine_reward
 
 from .episode import EpisodeReward
+from .scheme import RewardScheme
 
 RewardFn = Callable[[list, dict], float]
 
@@ -59,3 +61,19 @@ class FunctionReward(EpisodeReward):
     def __init__(self, env: gym.Env, fn: RewardFn, name: str = "function", combine: Combine = "sum"):
         super().__init__(env, FunctionScorer(fn, name, combine), history_size=0)
         self.fn, self.name, self.combine = fn, name, combine
+
+
+def function_scorer(knobs: dict[str, Any]) -> FunctionScorer:
+    """The scorer of a ``...Function-v0`` id: ``fn`` (a callable or ``"module:attribute"``), ``name``, ``combine``."""
+    if "fn" not in knobs:
+        raise TypeError("a Function variant needs fn=<callable or 'module:attribute'>")
+    fn = knobs.pop("fn")
+    if not callable(fn):
+        module, attribute = str(fn).split(":")
+        fn = getattr(importlib.import_module(module), attribute)
+    return FunctionScorer(fn, **knobs)
+
+
+FUNCTION = RewardScheme(name="function", suffix="Function", summary="a hand-written reward function",
+                        knobs=frozenset({"fn", "name", "combine"}), build_scorer=function_scorer)
+"""``<Family>Function-v0`` for families that name a reward function (``function={"fn": ...}``)."""

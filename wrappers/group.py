@@ -16,7 +16,7 @@ in groups reset to the same task. Semantics, per member:
 * autoreset is Gymnasium's ``NEXT_STEP`` mode: the step after a group ends resets that group
   to a new shared task (reward 0, actions ignored).
 
-Example:
+Examples:
     >>> import gymnasium as gym, rubricgym
     >>> envs = gym.make_vec("Math-v0", num_envs=4, group_size=2, levels=(1,))
     >>> obs, info = envs.reset(seed=0)
@@ -62,7 +62,6 @@ class GroupVectorEnv(VectorEnv):
         self._group_needs_reset = np.zeros(self.num_groups, dtype=bool)
         self._group_task_ids: list[str | None] = [None] * self.num_groups
         self.recorders = [TrajectoryRecorder() for _ in range(self.num_envs)]
-        self._last_seed: int | None = None
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -2,12 +2,13 @@
 hints, and the reward wrappers. The maths, prompts and LLM calls are the judge core in
 :mod:`rubricgym.judges.rlcer`; this module only needs the env's episode result.
 
-Example:
+Examples:
     >>> env = RubricReward(RubricatorTurn(gym.make("Math-v0")), RubricConfig())  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +17,7 @@ from rubricgym.judges.rlcer import RUBRICATOR_SYSTEM, RUBRICATOR_USER, RubricBan
 from rubricgym.records import episode_of
 
 from .episode import EpisodeReward, GroupReward
+from .scheme import RewardScheme
 
 
 class RubricatorTurn(gym.Wrapper):
@@ -25,7 +27,7 @@ class RubricatorTurn(gym.Wrapper):
     "rubricator"), ``cot`` and ``rubric_text``. The reasoner's last step has
     ``info["next_role"] = "rubricator"`` (and no episode result yet: the episode goes on).
 
-    Example:
+    Examples:
         >>> env = RubricatorTurn(gym.make("Math-v0"))  # doctest: +SKIP
     """
 
@@ -68,8 +70,8 @@ class RubricatorTurn(gym.Wrapper):
 
 
 class RubricHints(gym.Wrapper):
-    """Appends a task's banked valid rubric items to its first user message at reset (the env
-    must accept ``options["hint"]``, as Math-v0 does)."""
+    """Appends a task's banked valid rubric items to its first user message at reset (through
+    ``options["hint"]``, which every :class:`~rubricgym.chatenv.ChatEnv` shows)."""
 
     def __init__(self, env: gym.Env, bank: RubricBank):
         super().__init__(env)
@@ -110,3 +112,33 @@ class RubricReward(EpisodeReward):
         scorer = scorer or RubricScorer(config)
         super().__init__(env, scorer, scorer.config.history_size)
         self.config, self.bank, self.tracker = scorer.config, scorer.bank, scorer.tracker
+
+
+def rubric_member_wrappers(env: gym.Env, scorer: RubricScorer) -> gym.Env:
+    """Hints at reset (``rubric_hints``) and the rubricator's turn (policy mode)."""
+    if scorer.config.rubric_hints:
+        env = RubricHints(env, scorer.bank)
+    if scorer.policy_rubricator:
+        env = RubricatorTurn(env, scorer.config.rubricator_system, scorer.config.rubricator_user)
+    return env
+
+
+def rubric_scorer(knobs: dict[str, Any]) -> RubricScorer:
+    return RubricScorer(RubricConfig(**knobs))
+
+
+def rubric_single_wrapper(env: gym.Env, scorer: RubricScorer, history_size: int) -> RubricReward:
+    return RubricReward(env, scorer=scorer)  # its history size is a RubricConfig knob
+
+
+def rubric_group_wrapper(envs: gym.vector.VectorEnv, scorer: RubricScorer) -> RubricGroupReward:
+    return RubricGroupReward(envs, scorer=scorer)
+
+
+RUBRIC = RewardScheme(
+    name="rubric", suffix="Rubric",
+    summary="self-evolving rubrics (RLCER): the policy also writes rubrics (role 'rubricator')",
+    knobs=frozenset(f.name for f in fields(RubricConfig)), build_scorer=rubric_scorer,
+    judge_knob="verifier", member_wrappers=rubric_member_wrappers,
+    single_wrapper=rubric_single_wrapper, group_wrapper=rubric_group_wrapper, history_size=7)
+"""``<Family>Rubric-v0`` for families that name it (it needs a verified outcome: ``Score.correct``)."""

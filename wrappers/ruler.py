@@ -1,13 +1,14 @@
 """RULER reward wrappers: an LLM judge ranks the N trajectories of one scenario against each
 other (the judge core is :mod:`rubricgym.judges.ruler`; these classes only put it in the env loop).
 
-Example:
+Examples:
     >>> envs = RulerGroupReward(gym.make_vec("Math-v0", num_envs=8, group_size=4), judge="local")  # doctest: +SKIP
     >>> env = RulerReward(gym.make("Math-v0"), judge="openai/gpt-4o-mini")                          # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +17,9 @@ from rubricgym.judges.base import Combine
 from rubricgym.judges.ruler import RulerConfig, RulerScorer
 
 from .episode import EpisodeReward, GroupReward
+from .scheme import RewardScheme
+
+RULER_CONFIG_KNOBS = frozenset(f.name for f in fields(RulerConfig))
 
 
 class RulerGroupReward(GroupReward):
@@ -38,3 +42,21 @@ class RulerReward(EpisodeReward):
                  history_size: int = 3, api_base: str | None = None):
         super().__init__(env, RulerScorer(judge, config, combine, api_base), history_size)
         self.judge, self.config, self.combine = self.scorer.judge, self.scorer.config, combine
+
+
+def ruler_scorer(knobs: dict[str, Any], scorer_class: type[RulerScorer] = RulerScorer) -> RulerScorer:
+    """A RULER scorer (or a subclass's) from the variant's knobs (``judge``, ``api_base``,
+    ``combine`` and any :class:`RulerConfig` field)."""
+    config = RulerConfig(**{k: knobs.pop(k) for k in list(knobs) if k in RULER_CONFIG_KNOBS})
+    return scorer_class(config=config, **knobs)
+
+
+def every_family(env_class: type) -> bool:
+    return True
+
+
+RULER = RewardScheme(
+    name="ruler", suffix="Ruler", summary="RULER group judge (judge=local by default)",
+    knobs=frozenset({"judge", "api_base", "combine", *RULER_CONFIG_KNOBS}), build_scorer=ruler_scorer,
+    judge_knob="judge", defaults={"combine": "sum"}, derive=every_family)
+"""``<Family>Ruler-v0`` for every family: the judge reads the system prompt as the specification."""

@@ -6,7 +6,7 @@ from rubricgym.data import register_dataset
 from rubricgym.registration import register_family
 from rubricgym.tools import register_tool
 
-from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig, shaped_reward
+from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig, math_candidates, shaped_reward
 from .grader import Extraction, answers_match, extract_answer, last_boxed, math_correct
 from .tasks import LEVELS, PUBLIC_DATASETS, UPSTREAM, rows_from_upstream, MathTask, generate_task, generated_tasks, load_tasks
 
@@ -22,11 +22,11 @@ def register() -> None:
         url, licence = UPSTREAM.get(name, ("", ""))
         register_dataset(name, shared_file, hub_id, split, urls=(url,) if url else (), licence=licence,
                          convert=partial(rows_from_upstream, name))
-    register_family("Math", MathEnv, ruler={"combine": "sum"}, rubric={},
+    register_family("Math", MathEnv, default=True, ruler={"combine": "sum"}, rubric={},
                     function={"fn": "rubricgym.envs.math:shaped_reward", "name": "shaped"})
 
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT", "LEVELS", "Extraction", "MathEnv", "MathEnvConfig", "MathTask", "answers_match",
-    "extract_answer", "generate_task", "math_correct", "generated_tasks", "last_boxed", "load_tasks", "register", "shaped_reward",
+    "extract_answer", "generate_task", "math_candidates", "math_correct", "generated_tasks", "last_boxed", "load_tasks", "register", "shaped_reward",
 ]

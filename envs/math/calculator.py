@@ -56,7 +56,7 @@ def _format_number(value: Any) -> str:
 def calculate(expression: str) -> str:
     """Evaluate an arithmetic expression safely; raises :class:`ToolError` on any problem.
 
-    Example:
+    Examples:
         >>> calculate("(12 + 7) * 3"), calculate("sqrt(16) / 8")
         ('57', '0.5')
     """

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config
+from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, TrainingDefaults
 from rubricgym.tools import ParsedAction, Tool, resolve_tools
 
 from .grader import answers_match, extract_answer
@@ -70,16 +71,26 @@ class MathEnv(ChatEnv):
     ``format_weight`` is not 0). A wrong-typed, over-long or unanswerable action gets an error
     message in the observation and ``info["error"]``, and scores ``incorrect_reward``.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, rubricgym
         >>> env = gym.make("Math-v0", levels=(1,))
         >>> obs, info = env.reset(seed=0)
         >>> obs[-1]["content"]
-        'What is 6 + 6?'
-        >>> obs, reward, terminated, truncated, info = env.step("6 + 6 = 12, so \\\\boxed{12}")
+        'What is 5 + 1?'
+        >>> obs, reward, terminated, truncated, info = env.step("5 + 1 = 6, so \\\\boxed{6}")
         >>> reward, terminated, info["reward_components"]
         (1.0, True, {'outcome': 1.0})
     """
+
+    # the single-digit sums the default model can learn on a CPU in minutes; a boxed sum needs about 15 tokens
+    training = TrainingDefaults(env_kwargs={"levels": (1,)}, reward_name="rlvr", bench=True)
+
+    @classmethod
+    def held_out_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The generator's test split; a public dataset is its own held-out set."""
+        if kwargs.get("dataset", "generated") != "generated":
+            return dict(kwargs)
+        return {**kwargs, "split": "test"}
 
     def __init__(self, config: MathEnvConfig | None = None, render_mode: str | None = None, **kwargs: Any):
         if "levels" in kwargs and isinstance(kwargs["levels"], int):
@@ -110,11 +121,7 @@ class MathEnv(ChatEnv):
     task_by_id = find_task
 
     def first_messages(self, task: MathTask, options: dict[str, Any]) -> list[dict[str, Any]]:
-        """``options["hint"]`` (text) is appended to the problem (e.g. a task's learned rubrics)."""
-        problem = task.problem
-        if options.get("hint"):
-            problem = f"{problem}\n\n{options['hint']}"
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": problem}]
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.problem}]
 
     def task_info(self) -> dict[str, Any]:
         # the reference stays out of info (an agent fed info would copy it); judges read episode.reference
@@ -142,14 +149,6 @@ class MathEnv(ChatEnv):
             "extracted_answer": None if extraction is None else extraction.answer,
             "extraction": "none" if extraction is None else extraction.method})
 
-    def describe(self) -> dict[str, Any]:
-        """The configuration as plain data (for logs and benchmark tables)."""
-        data = asdict(self.config)
-        data["tools"] = list(self.tools)
-        if not isinstance(self.config.dataset, str):
-            data["dataset"] = f"<{len(self.tasks)} records>"
-        return data
-
 
 def shaped_reward(messages: list, info: dict[str, Any]) -> float:
     """A typical hand-written math reward (``MathFunction-v0``): +0.2 for a ``\\boxed{}`` answer,
@@ -158,3 +157,10 @@ def shaped_reward(messages: list, info: dict[str, Any]) -> float:
     format_bonus = 0.2 if info.get("extraction") == "boxed" else 0.0
     length_penalty = min(0.5, 0.002 * max(0, len(reply) - 200))
     return format_bonus - length_penalty
+
+
+def math_candidates(env: Any, messages: list, info: dict) -> list[str]:
+    """Answers computed from the problem's first two numbers: a + b, a - b, a * b, a, b, 0."""
+    numbers = [int(x) for x in re.findall(r"-?\d+", info.get("problem") or messages[-1]["content"])][:2] + [0, 0]
+    a, b = numbers[0], numbers[1]
+    return [f"\\boxed{{{value}}}" for value in (a + b, a - b, a * b, a, b, 0)]

@@ -50,7 +50,7 @@ def last_boxed(text: str) -> str | None:
     Linear time: every brace is matched in one pass, so thousands of unclosed ``\\boxed{``
     cost no more than reading them once.
 
-    Example:
+    Examples:
         >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and finally \\boxed{\\{1, 2\\}}")
         '\\\\{1, 2\\\\}'
     """
@@ -74,7 +74,7 @@ def last_boxed(text: str) -> str | None:
 def extract_answer(text: str, fallback: str = "last_number") -> Extraction:
     """Take the final answer out of a reply.
 
-    Example:
+    Examples:
         >>> extract_answer(r"7 + 5 = 12, so \\boxed{12}")
         Extraction(answer='12', method='boxed')
         >>> extract_answer("I think it is 12.")
@@ -154,7 +154,7 @@ def answers_match(gold: str, predicted: str, timeout_s: float = 3.0) -> bool:
     A check that runs out of time counts as not equivalent (and is not a crash); only decided
     verdicts are cached, so a check that timed out under load is tried again next time.
 
-    Example:
+    Examples:
         >>> answers_match("\\\\frac{1}{2}", "0.5"), answers_match("204", "205")
         (True, False)
     """

@@ -157,7 +157,7 @@ _GENERATORS = {1: _level1, 2: _level2, 3: _level3, 4: _level4, 5: _level5, 6: _l
 def generate_task(level: int, index: int, split: str = "train") -> MathTask:
     """The ``index``-th generated task of ``level`` in ``split`` (deterministic).
 
-    Example:
+    Examples:
         >>> task = generate_task(1, 0)
         >>> task.id, task.problem == generate_task(1, 0).problem
         ('gen-L1-train-0', True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config
+from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, split_tasks, TrainingDefaults
 from rubricgym.tools import ParsedAction, Tool, ToolError
 
 from .kb import Article, RagTask, SupportDataset, load_support_dataset
@@ -54,16 +54,21 @@ class RagSupportConfig:
 
 
 class RagSupportEnv(ChatEnv):
+
     """Customer support from a knowledge base (Lumen Books, covid_faq, xquad_en, mtrag_un): F1 + citation + refusal + grounding.
 
     One customer question per episode; the reward is a weighted sum of independent components;
     ``mode="context"`` gives the retrieved articles, ``mode="agentic"`` a search tool.
 
-    Example:
+    Examples:
         >>> env = gym.make("RagSupport-v0")                                        # doctest: +SKIP
         >>> obs, info = env.reset(options={"task_id": "Q001"})                     # doctest: +SKIP
         >>> env.step("Unread printed books can be returned within 30 days [REF-01].")  # doctest: +SKIP
     """
+
+    # answers with citations need more tokens than a boxed number (48 cut most short of F1 0.5)
+    training = TrainingDefaults(env_kwargs={"split": "train"}, held_out={"split": "test"}, group_size=4, groups_per_step=2,
+                                max_new_tokens=128, reward_name="components", bench=True)
 
     def __init__(self, config: RagSupportConfig | None = None, render_mode: str | None = None, **kwargs: Any):
         self.config = cfg = make_config(RagSupportConfig, config, kwargs)
@@ -71,10 +76,9 @@ class RagSupportEnv(ChatEnv):
         unknown = set(cfg.weights) - {"f1", "citation", "refusal", "grounded"}
         if unknown:
             raise ValueError(f"unknown reward components in weights: {sorted(unknown)}")
-        check_choice("split", cfg.split, ("all", "train", "test"))
         self.dataset = load_support_dataset(cfg.dataset)
         if cfg.split != "all":
-            keep = [t for i, t in enumerate(self.dataset.tasks) if (i % 5 == 0) == (cfg.split == "test")]
+            keep = split_tasks(self.dataset.tasks, cfg.split)
             self.dataset = SupportDataset(self.dataset.name, self.dataset.articles, keep, self.dataset.company,
                                           self.dataset.contact)
         self.tasks: list[RagTask] = list(self.dataset.tasks)

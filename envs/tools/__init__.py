@@ -7,7 +7,7 @@ from rubricgym.registration import register_family
 
 from .bfcl import CATEGORIES, check_calls, rows_from_upstream, to_openai_schema, truth_calls, upstream_urls
 from .function_call import FunctionCallConfig, FunctionCallEnv
-from .tool_use import ToolUseConfig, ToolUseEnv
+from .tool_use import ToolUseConfig, ToolUseEnv, tooluse_candidates
 
 
 
@@ -21,4 +21,4 @@ def register() -> None:
     register_family("FunctionCall", FunctionCallEnv)
 
 
-__all__ = ["register", "FunctionCallConfig", "FunctionCallEnv", "ToolUseConfig", "ToolUseEnv", "check_calls", "to_openai_schema", "truth_calls"]
+__all__ = ["register", "FunctionCallConfig", "FunctionCallEnv", "ToolUseConfig", "ToolUseEnv", "check_calls", "to_openai_schema", "tooluse_candidates", "truth_calls"]

@@ -11,7 +11,6 @@ rows (no ground truth, category ``*relevance`` but not ``irrelevance``) only whe
 
 from __future__ import annotations
 
-import json
 import re
 from itertools import permutations
 from typing import Any, Sequence
@@ -210,11 +209,6 @@ def _change(value: Any) -> Any:
     if isinstance(value, dict):
         return {**value, "extra_key": 1}
     return "changed"
-
-
-def parse_calls_json(text: str) -> list[Call]:
-    """Helper for tests: a JSON list of {name: args} dicts as calls."""
-    return [next(iter(item.items())) for item in json.loads(text)]
 
 
 _GORILLA = ("https://raw.githubusercontent.com/ShishirPatil/gorilla/6ea57973c7a6097fd7c5915698c54c17c5b1b6c8/"

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, make_config
+from rubricgym.chatenv import ChatEnv, Score, make_config, split_tasks, TrainingDefaults
 from rubricgym.data import DatasetLoadError, load_records
 from rubricgym.tools import ParsedAction
 
@@ -30,6 +30,8 @@ class FunctionCallConfig:
     incorrect_reward: float = 0.0
     max_action_chars: int = 200_000
     """Longer replies are refused with an error."""
+    split: str = "all"
+    """``all``, or ``train`` / ``test``: every fifth row is held out for ``test``."""
 
 
 class FunctionCallEnv(ChatEnv):
@@ -40,14 +42,16 @@ class FunctionCallEnv(ChatEnv):
     """
 
     execute_tools = False
+    training = TrainingDefaults(env_kwargs={"split": "train"}, held_out={"split": "test"}, max_new_tokens=128)
 
     def __init__(self, config: FunctionCallConfig | None = None, render_mode: str | None = None, **kwargs: Any):
         self.config = cfg = make_config(FunctionCallConfig, config, kwargs)
         path = cfg.dataset
         # a category is the registered dataset bfcl_<category> (any data folder, or `rubricgym data fetch`)
-        self.tasks = load_records(path if str(path).endswith(".jsonl") else f"bfcl_{path}")
-        if not self.tasks or "function" not in self.tasks[0]:
+        rows = load_records(path if str(path).endswith(".jsonl") else f"bfcl_{path}")
+        if not rows or "function" not in rows[0]:
             raise DatasetLoadError(f"{path}: not a BFCL-format file (rows need 'question' and 'function')")
+        self.tasks = split_tasks(rows, cfg.split)
         self.max_action_chars = cfg.max_action_chars
         super().__init__(render_mode)
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config
-from rubricgym.tools import ParsedAction
+from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, TrainingDefaults
+from rubricgym.tools import ParsedAction, ToolError, format_tool_call
 
 from .shop import KINDS, REFUND_WINDOW_DAYS, Shop, ShopTask, create_database, make_task, populate, shop_tools, table_state
 
@@ -52,6 +53,9 @@ class ToolUseEnv(ChatEnv):
     and ``progress`` (share of the needed row changes made, minus wrong changes, floored at 0).
     An invalid call gets an error observation and costs a turn.
     """
+
+    # a turn is one tool call or the reply to the customer
+    training = TrainingDefaults(held_out={"split": "test"}, group_size=4, groups_per_step=2, max_new_tokens=96)
 
     def __init__(self, config: ToolUseConfig | None = None, render_mode: str | None = None, **kwargs: Any):
         self.config = cfg = make_config(ToolUseConfig, config, kwargs)
@@ -122,3 +126,46 @@ class ToolUseEnv(ChatEnv):
 
 
 __all__ = ["KINDS", "ToolUseConfig", "ToolUseEnv"]
+
+
+# -- a candidate-action set for classic RL agents (rubricgym.wrappers.sb3.CandidateActions) --
+
+def _call(name: str, **arguments: Any) -> str:
+    return format_tool_call(name, arguments)
+
+
+def tooluse_candidates(env: Any, messages: list, info: dict) -> list[str]:
+    """Six calls from the task's state, in a fixed order: cancel, change address, refund the first
+    item, exchange it for the cheapest allowed product, escalate, and reply (finish). The state is
+    read through the shop's own read-only tools (what an agent could look up), never its tables."""
+    shop = env.unwrapped.shop
+    text = info.get("instruction") or next(m["content"] for m in messages if m["role"] == "user")
+    orders = [int(o) for o in re.findall(r"order (\d+)", text)] or [0]
+    email = re.search(r"\(([^)]+@[^)]+)\)", text)
+    try:
+        customer_id = shop.find_customer(email.group(1))["id"] if email else 0
+    except ToolError:
+        customer_id = 0
+    order = orders[0]
+    try:
+        items = shop.get_order(order)["items"]
+    except ToolError:
+        items = []
+    address = re.search(r"to ([^,]+), ([^,]+), ([^.?]+)[.?]", text)
+    line, city, country = address.groups() if address else ("1 Main Street", "Lyon", "France")
+    calls = [_call("cancel_order", order_id=order), _call("update_address", order_id=order, line=line, city=city, country=country)]
+    if items:
+        item = items[0]
+        calls.append(_call("issue_refund", order_id=order, amount=round(item["quantity"] * item["unit_price"], 2),
+                           reason="customer request"))
+        swaps = sorted((p["price"], p["id"]) for p in shop.search_products(item["category"])
+                       if p["category"] == item["category"] and p["id"] != item["product_id"]
+                       and p["price"] <= item["unit_price"] and p["stock"] >= item["quantity"])
+        calls.append(_call("exchange_item", order_id=order, product_id=item["product_id"],
+                           new_product_id=swaps[0][1] if swaps else item["product_id"]))
+    else:
+        calls += [_call("issue_refund", order_id=order, amount=1.0, reason="customer request"),
+                  _call("exchange_item", order_id=order, product_id=0, new_product_id=0)]
+    calls.append(_call("escalate", customer_id=customer_id, order_id=order, reason="customer request"))
+    calls.append("Thank you, your request is handled.")
+    return calls

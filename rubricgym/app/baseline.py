@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from typing import Any
+
+from rubricgym.tools import format_tool_call
 
 EXPRESSION = re.compile(r"What is (.+)\?$")
 
@@ -32,8 +33,7 @@ def calculator_policy(messages: list[dict[str, Any]]) -> str:
     problem = next(m["content"] for m in messages if m["role"] == "user")
     match = EXPRESSION.search(problem.strip())
     if match and last["role"] == "user":
-        call = {"name": "calculator", "arguments": {"expression": match.group(1)}}
-        return f"Let me compute it.<tool_call>{json.dumps(call)}</tool_call>"
+        return "Let me compute it." + format_tool_call("calculator", {"expression": match.group(1)})
     return f"I am not sure; my guess is \\boxed{{{_last_number(problem)}}}."
 
 

@@ -1,18 +1,19 @@
 """Reward schemes side by side: the same env family, agent, seeds and budget under each scheme.
 
-Math (held-out accuracy on the generator's test split, greedy): ``rlvr`` (verified outcome),
-``function`` (outcome + a hand-written format/length reward), ``ruler`` (the judge alone),
-``ruler+rlvr`` (outcome + judge), ``rubrics`` (self-evolving rubrics, the policy writing them).
-RAG support (held-out success on every fifth built-in question): ``components`` (the
-independent components), ``ruler``, ``ruler+components``.
+The rows derive from the registry: for each family (``--envs``; default: the families whose
+:class:`~rubricgym.chatenv.TrainingDefaults` ask for the default bench) the env's own reward (the
+family's ``reward_name``: ``rlvr`` for math, ``components`` for RAG), then every registered
+variant of that family: a judged scheme that can combine gives two rows, the judge alone
+(``ruler``: combine = replace) and the judge with the env's reward (``ruler+rlvr``: the family's
+default combination); any other scheme one row under its name (``rubric``, ``function``).
 
 Every scheme starts from the same base weights and trains with the same seeds (paired); the
-held-out score before training is measured once per suite (identical by construction: LoRA starts
-at zero, greedy decoding). Every held-out number comes with a paired 95 % bootstrap interval over
-seeds x held-out tasks (:mod:`rubricgym.app.stats`), and so do each scheme's gain over the untrained
-weights and its difference from the suite's reference scheme (``rlvr`` for math, ``components``
-for RAG); the table marks the intervals that exclude zero. Each suite has its own budget (RAG
-answers need more tokens than a boxed number). Judge calls and tokens are counted from the
+held-out score before training is measured once per family (identical by construction: LoRA starts
+at zero, greedy decoding), on the family's held-out tasks. Every held-out number comes with a paired
+95 % bootstrap interval over seeds x held-out tasks (:mod:`rubricgym.app.stats`), and so do each
+scheme's gain over the untrained weights and its difference from the env-reward row; the table
+marks the intervals that exclude zero. Each family has its own budget (its training defaults:
+RAG answers need more tokens than a boxed number). Judge calls and tokens are counted from the
 judge's client; policy tokens from the rollouts.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,61 +29,76 @@ import numpy as np
 
 from rubricgym.judges.ruler import RulerConfig
 from rubricgym.llm import LLM, LLMConfig, make_llm
-from rubricgym.registration import scheme_of
+from rubricgym.registration import ENVS, SCHEMES, base_env_id, env_class, held_out, scheme_of, training_kwargs
 
 from rubricgym.agents.policy import PolicyConfig
 from rubricgym.agents.evaluation import evaluate
 from rubricgym.agents.train import TrainConfig, Trainer
 from rubricgym.app.stats import paired_bootstrap
 
-SCHEMES: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
-    "math": {
-        "rlvr": ("Math-v0", {}),
-        "function": ("MathFunction-v0", {}),
-        "ruler": ("MathRuler-v0", {"combine": "replace"}),
-        "ruler+rlvr": ("MathRuler-v0", {}),
-        "rubrics": ("MathRubric-v0", {}),
-    },
-    "rag": {
-        "components": ("RagSupport-v0", {}),
-        "ruler": ("RagSupportRuler-v0", {"combine": "replace"}),
-        "ruler+components": ("RagSupportRuler-v0", {}),
-    },
-}
-REFERENCE = {"math": "rlvr", "rag": "components"}
-"""Each suite's reference scheme: the others' differences are measured against it."""
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One row of a family's table: the id trained and the knobs that make this row."""
+
+    name: str
+    env_id: str
+    knobs: dict[str, Any] = field(default_factory=dict)
+
+
+def bench_envs() -> tuple[str, ...]:
+    """The base ids of the default bench (families whose training defaults ask for it)."""
+    return tuple(info.id for info in ENVS.values() if info.base is None and env_class(info.id).training.bench)
+
+
+def bench_rows(env_id: str) -> list[BenchRow]:
+    """The env's own reward, then every registered variant of the family (see the module docstring).
+
+    Examples:
+        >>> import rubricgym
+        >>> [row.name for row in bench_rows("WordSort-v0")]
+        ['env', 'rubric', 'ruler', 'ruler+env']
+    """
+    base = base_env_id(env_id)
+    reward_name = env_class(base).training.reward_name
+    rows = [BenchRow(reward_name, base)]
+    for info in ENVS.values():
+        if info.base != base:
+            continue
+        scheme = SCHEMES[info.scheme]
+        if scheme.judge_knob and scheme.combines:
+            rows += [BenchRow(scheme.name, info.id, {"combine": "replace"}), BenchRow(f"{scheme.name}+{reward_name}", info.id)]
+        else:
+            rows.append(BenchRow(scheme.name, info.id))
+    return rows
 
 
 @dataclass
 class BenchConfig:
     """What to compare and with what budget (the default run's RLVR gain is significant on 2 CPU cores)."""
 
-    suites: tuple[str, ...] = ("math", "rag")
+    envs: tuple[str, ...] = ()
+    """Base ids of the families to compare (empty: the families that ask for the default bench: math and RAG)."""
     schemes: tuple[str, ...] = ()
-    """Subset of scheme names (empty: all of each suite)."""
+    """Subset of row names (``ruler``, or ``<env id>:ruler``; empty: every row of each family)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """The families' knobs, over their training defaults, for every family of the run (JSON on the command line)."""
     steps: int = 6
     """Training steps per scheme."""
     seeds: tuple[int, ...] = (0,)
     """Training seeds, the same for every scheme (paired); more seeds widen the intervals honestly."""
     eval_tasks: int = 48
-    """Held-out tasks per suite (greedy; the same tasks for every scheme and seed)."""
-    math_group_size: int = 8
-    """Math: rollouts per task (the trainer's default)."""
-    math_groups_per_step: int = 4
-    """Math: tasks per step (the trainer's default)."""
-    math_max_new_tokens: int = 48
-    """Math: reply budget (a boxed single-digit sum needs about 15 tokens)."""
-    rag_group_size: int = 4
-    """RAG: rollouts per question."""
-    rag_groups_per_step: int = 2
-    """RAG: questions per step (prompts carry three articles: a step costs about 4x a math one)."""
-    rag_max_new_tokens: int = 128
-    """RAG: reply budget; the built-in reference answers are 24 tokens at the median and 50 at most,
-    and an answer needs its citations too (48 tokens cut most answers short of F1 0.5)."""
+    """Held-out tasks per family (greedy; the same tasks for every scheme and seed)."""
+    group_size: int = 0
+    """Rollouts per task (0: each family's training default: math 8, RAG 4)."""
+    groups_per_step: int = 0
+    """Tasks per step (0: each family's default: math 4, RAG 2; RAG prompts carry three articles)."""
+    max_new_tokens: int = 0
+    """Reply budget (0: each family's default: math 48, a boxed single-digit sum needs about 15 tokens;
+    RAG 128, its reference answers are 24 tokens at the median and need their citations too)."""
     judge: Any = "local"
     """Judge / verifier: a LiteLLM model string, ``openai/<name>`` with ``api_base``, ``local``, ``oracle:<a>``, or an LLM / backend."""
     api_base: str | None = None
-    math_levels: tuple[int, ...] = (1,)
     judge_max_tokens: int = 1024
     """Completion budget of one RULER call (small local judges ramble: --quick uses 300)."""
     judge_max_fixes: int = 2
@@ -108,24 +124,23 @@ class BenchConfig:
 
     def __post_init__(self):
         RulerConfig(scoring=self.judge_scoring)  # RULER's own check, before the reference spends minutes
+        self.envs = tuple(self.envs) or bench_envs()
+        for env_id in self.envs:
+            base_env_id(env_id)  # an unknown id fails now
 
-    def budget(self, suite: str) -> dict[str, int]:
-        """The suite's group size, groups per step and reply budget."""
-        return {key: getattr(self, f"{suite}_{key}") for key in ("group_size", "groups_per_step", "max_new_tokens")}
+    def budget(self, env_id: str) -> dict[str, int]:
+        """The family's group size, groups per step and reply budget (the config's where set)."""
+        defaults = env_class(env_id).training
+        return {key: getattr(self, key) or getattr(defaults, key) for key in ("group_size", "groups_per_step", "max_new_tokens")}
 
 
-def _env_kwargs(suite: str, env_id: str, extra: dict[str, Any], config: BenchConfig, judge: LLM) -> dict[str, Any]:
-    kwargs = dict(extra)
-    if suite == "math":
-        kwargs["levels"] = config.math_levels
-    else:
-        kwargs["split"] = "train"
-    scheme = scheme_of(env_id)
-    if scheme == "ruler":
-        kwargs.update(judge=judge, max_tokens=config.judge_max_tokens, max_fixes=config.judge_max_fixes,
-                      explanation_max_chars=config.judge_explanation_chars, scoring=config.judge_scoring)
-    if scheme == "rubric":
-        kwargs.update(verifier=judge, max_fixes=config.judge_max_fixes)
+def _row_kwargs(env_id: str, row: BenchRow, config: BenchConfig, judge: LLM) -> dict[str, Any]:
+    kwargs = {**training_kwargs(env_id, config.env_kwargs), **row.knobs}
+    scheme = scheme_of(row.env_id)
+    if scheme is not None and scheme.judge_knob:
+        settings = {scheme.judge_knob: judge, "max_tokens": config.judge_max_tokens, "max_fixes": config.judge_max_fixes,
+                    "explanation_max_chars": config.judge_explanation_chars, "scoring": config.judge_scoring}
+        kwargs.update({k: v for k, v in settings.items() if k == scheme.judge_knob or k in scheme.knobs})
     return kwargs
 
 
@@ -145,20 +160,20 @@ def _scheme_judge(backend, config: BenchConfig) -> LLM:
     return LLM(backend, LLMConfig(cache_dir=None, timeout_s=config.judge_timeout_s, max_tokens=config.judge_max_tokens))
 
 
-def _held_out(policy, suite: str, config: BenchConfig) -> list[bool]:
+def _held_out(policy, env_id: str, config: BenchConfig) -> list[bool]:
     """Solved or not, per held-out task (the same tasks every time)."""
-    if suite == "math":
-        return evaluate(policy, {"levels": config.math_levels, "split": "test"}, tasks=config.eval_tasks, per_task=True)["solved"]
-    return evaluate(policy, {"split": "test"}, tasks=config.eval_tasks, env_id="RagSupport-v0", per_task=True)["solved"]
+    base, kwargs = held_out(env_id, config.env_kwargs)
+    return evaluate(policy, kwargs, tasks=config.eval_tasks, env_id=base, per_task=True)["solved"]
 
 
-def _selected(config: BenchConfig, suite: str) -> list[str]:
-    names = [name for name in SCHEMES[suite]
-             if not config.schemes or name in config.schemes or f"{suite}:{name}" in config.schemes]
-    # the reference always runs: every difference is measured against it
-    if names and REFERENCE[suite] not in names:
-        names.insert(0, REFERENCE[suite])
-    return names
+def _selected(config: BenchConfig, env_id: str) -> list[BenchRow]:
+    rows = bench_rows(env_id)
+    chosen = [row for row in rows if not config.schemes or row.name in config.schemes
+              or f"{env_id}:{row.name}" in config.schemes]
+    # the env-reward row always runs: every difference is measured against it
+    if chosen and chosen[0] is not rows[0]:
+        chosen.insert(0, rows[0])
+    return chosen
 
 
 def _judge_usage(judge: LLM | None) -> dict[str, float]:
@@ -168,26 +183,26 @@ def _judge_usage(judge: LLM | None) -> dict[str, float]:
             "judge_completion_tokens": judge.usage.completion_tokens, "judge_failures": judge.usage.failures}
 
 
-def _train_scheme(suite: str, name: str, seed: int, config: BenchConfig, backend, progress: bool,
+def _train_scheme(env_id: str, row: BenchRow, seed: int, config: BenchConfig, backend, progress: bool,
                   measure_before: bool) -> tuple[list[dict[str, float]], Any, dict[str, float], list[bool] | None, float]:
-    """One scheme, one seed: the per-step history, the trained policy, the judge client's usage,
+    """One row, one seed: the per-step history, the trained policy, the judge client's usage,
     the untrained weights' held-out results when asked (untimed) and the training minutes."""
     from tqdm import tqdm
 
-    env_id, extra = SCHEMES[suite][name]
-    judged = scheme_of(env_id) in ("ruler", "rubric")
+    scheme = scheme_of(row.env_id)
+    judged = scheme is not None and scheme.judge_knob is not None
     judge = _scheme_judge(backend, config)
-    budget = config.budget(suite)
-    train_config = TrainConfig(env=env_id, env_kwargs=_env_kwargs(suite, env_id, extra, config, judge), algo="grpo",
+    budget = config.budget(env_id)
+    train_config = TrainConfig(env=row.env_id, env_kwargs=_row_kwargs(env_id, row, config, judge), algo="grpo",
                                steps=config.steps, group_size=budget["group_size"],
                                groups_per_step=budget["groups_per_step"], seed=seed, eval_tasks=0,
                                checkpoint_every=0, record_groups=0, report_to=(), show_completions=0,
-                               output_dir=f"/tmp/rubricgym-bench/{suite}-{name}-{seed}",
+                               output_dir=f"/tmp/rubricgym-bench/{env_id}-{row.name}-{seed}",
                                policy=PolicyConfig(max_new_tokens=budget["max_new_tokens"], cpu_threads="fixed"))
     trainer = Trainer(train_config)
-    before = _held_out(trainer.policy, suite, config) if measure_before else None  # LoRA starts at zero
+    before = _held_out(trainer.policy, env_id, config) if measure_before else None  # LoRA starts at zero
     started = time.perf_counter()
-    history = [trainer.train_step() for _ in tqdm(range(config.steps), desc=f"{suite}:{name} seed {seed}",
+    history = [trainer.train_step() for _ in tqdm(range(config.steps), desc=f"{env_id}:{row.name} seed {seed}",
                                                    disable=not progress, leave=False)]
     trainer.envs.close()
     return history, trainer.policy, _judge_usage(judge if judged else None), before, (time.perf_counter() - started) / 60
@@ -200,27 +215,29 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
     curves: dict[str, dict[str, list[float]]] = {}
     backend = make_llm(config.judge, api_base=config.api_base).backend
     config = replace(config, judge_explanation_chars=_explanation_chars(config, backend))
-    for suite in config.suites:
+    for env_id in config.envs:
         before: list[bool] | None = None
         solved: dict[str, list[list[bool]]] = {}
-        suite_rows = []
-        for name in _selected(config, suite):
+        env_rows = []
+        selected = _selected(config, env_id)
+        for bench_row in selected:
+            name = bench_row.name
             histories, usages, minutes = [], [], 0.0
             solved[name] = []
             for seed in config.seeds:
-                # same base weights for every scheme and seed: "before" is measured once per suite
-                history, policy, usage, untrained, spent = _train_scheme(suite, name, seed, config, backend, progress,
+                # same base weights for every scheme and seed: "before" is measured once per family
+                history, policy, usage, untrained, spent = _train_scheme(env_id, bench_row, seed, config, backend, progress,
                                                                          measure_before=before is None)
                 before = untrained if before is None else before
                 started = time.perf_counter()
-                solved[name].append(_held_out(policy, suite, config))
+                solved[name].append(_held_out(policy, env_id, config))
                 minutes += spent + (time.perf_counter() - started) / 60
                 histories.append(history)
                 usages.append(usage)
             flat = [h for history in histories for h in history]
             rubric_valid = [h["rubric_valid_fraction"] for h in flat if "rubric_valid_fraction" in h]
-            row = {"suite": suite, "scheme": name, "env": env_id_of(suite, name), "seeds": list(config.seeds),
-                   **{f"budget_{k}": v for k, v in config.budget(suite).items()},
+            row = {"suite": env_id, "scheme": name, "env": bench_row.env_id, "knobs": bench_row.knobs,
+                   "seeds": list(config.seeds), **{f"budget_{k}": v for k, v in config.budget(env_id).items()},
                    "held_out_before": float(np.mean(before)), "held_out_after": float(np.mean(solved[name])),
                    "held_out_after_per_seed": [float(np.mean(s)) for s in solved[name]],
                    "mean_train_reward": float(np.mean([h["reward"] for h in flat])),
@@ -230,26 +247,22 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                    "rubric_valid_fraction": float(np.mean(rubric_valid)) if rubric_valid else None,
                    **{key: sum(u[key] for u in usages) for key in usages[0]},
                    "minutes": minutes}
-            suite_rows.append(row)
-            curves[f"{suite}:{name}"] = {key: np.nanmean([[h.get(key, float("nan")) for h in history]
-                                                          for history in histories], axis=0).tolist()
-                                         for key in CURVE_KEYS}
-            curves[f"{suite}:{name}"]["accuracy"] = curves[f"{suite}:{name}"].pop("train_accuracy")
+            env_rows.append(row)
+            key = f"{env_id}:{name}"
+            curves[key] = {k: np.nanmean([[h.get(k, float("nan")) for h in history] for history in histories],
+                                         axis=0).tolist() for k in CURVE_KEYS}
+            curves[key]["accuracy"] = curves[key].pop("train_accuracy")
             if progress:
-                print(f"{suite}:{name:<18} held-out {row['held_out_before']:.3f} -> {row['held_out_after']:.3f}  "
+                print(f"{key:<28} held-out {row['held_out_before']:.3f} -> {row['held_out_after']:.3f}  "
                       f"train reward {row['mean_train_reward']:+.3f}  judge calls {row['judge_calls']} "
                       f"(failed groups {row['judge_failed_groups']})  {row['minutes']:.1f} min", flush=True)
-        stats = paired_bootstrap(solved, reference=REFERENCE[suite], before=before, resamples=config.resamples)
-        for row in suite_rows:
+        stats = paired_bootstrap(solved, reference=selected[0].name, before=before, resamples=config.resamples)
+        for row in env_rows:
             row.update(stats[row["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[row["scheme"]]],
-                       before_solved=[int(x) for x in before])
-        rows += suite_rows
-        write_results(rows, curves, config)  # after every suite: a later failure keeps what was measured
+                       before_solved=[int(x) for x in before], reference=selected[0].name)
+        rows += env_rows
+        write_results(rows, curves, config)  # after every family: a later failure keeps what was measured
     return rows
-
-
-def env_id_of(suite: str, name: str) -> str:
-    return SCHEMES[suite][name][0]
 
 
 def result_line(rows: list[dict[str, Any]]) -> str:
@@ -257,7 +270,7 @@ def result_line(rows: list[dict[str, Any]]) -> str:
     parts = [f"{r['suite']}:{r['scheme']}={r['held_out_after']:.3f}[{r['mean']['low']:.2f},{r['mean']['high']:.2f}]"
              for r in rows]
     gains = [f"{r['suite']}:{r['scheme']}_gain_significant={int(r['gain']['significant'])}" for r in rows
-             if r["scheme"] == REFERENCE[r["suite"]]]
+             if r["scheme"] == r["reference"]]
     return f"RESULT schemes={len(rows)} " + " ".join(parts + gains)
 
 
@@ -295,7 +308,7 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = config.results_name or ("reward_schemes_quick" if config.steps <= 4 else "reward_schemes_full")
-    suites = [suite for suite in config.suites if any(r["suite"] == suite for r in rows)]
+    suites = [suite for suite in config.envs if any(r["suite"] == suite for r in rows)]
     fig, axes = plt.subplots(3, len(suites), figsize=(6 * len(suites), 10), squeeze=False)
     for column, suite in enumerate(suites):
         for row, (metric, label) in enumerate([("reward", "training reward (each scheme on its own scale)"),
@@ -329,10 +342,10 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
         f"characters, {config.judge_max_tokens} tokens per call, {config.judge_scoring} scores); "
         f"seeds {', '.join(map(str, config.seeds))} (the same for every scheme); {config.steps} steps per scheme; "
         + "; ".join(f"{suite}: {b['groups_per_step']} groups x {b['group_size']}, {b['max_new_tokens']} tokens"
-                    for suite, b in ((s, config.budget(s)) for s in config.suites))
-        + f"; {config.eval_tasks} held-out tasks per suite (the same for every run).\n\n"
-        "Intervals: paired 95 % bootstrap over seeds x held-out tasks; the difference is from the suite's "
-        "reference scheme (math: rlvr, rag: components); * marks an interval that excludes 0.\n\n"
+                    for suite, b in ((s, config.budget(s)) for s in config.envs))
+        + f"; {config.eval_tasks} held-out tasks per family (the same for every run).\n\n"
+        "Intervals: paired 95 % bootstrap over seeds x held-out tasks; the difference is from the family's "
+        "env-reward row (math: rlvr, RAG: components); * marks an interval that excludes 0.\n\n"
         f"{markdown_table(rows)}\n")
     (out / f"{stem}.json").write_text(json.dumps({"config": config.__dict__, "rows": rows, "curves": curves},
                                                                 indent=2, default=str))

@@ -184,22 +184,27 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
-def _env_kwargs(args: argparse.Namespace) -> dict:
-    kwargs: dict = {}
-    if args.dataset:
-        kwargs["dataset"] = args.dataset
-    if args.levels and (not args.dataset or args.dataset == "generated"):
-        kwargs["levels"] = tuple(int(x) for x in args.levels.split(","))
-    if args.tools:
-        kwargs["tools"] = args.tools.split(",")
-    if getattr(args, "judge", None):
-        # RULER envs take a judge; rubric envs take the judge as verifier (and fixed rubricator if asked)
-        from rubricgym.registration import scheme_of
+def judge_kwargs(env_id: str, judge: str | None, api_base: str | None) -> dict:
+    """``--judge`` / ``--api-base`` as the knobs of ``env_id``'s reward scheme (RULER's ``judge``,
+    the rubrics' ``verifier`` ...); an id whose scheme takes no judge refuses them."""
+    from rubricgym.registration import base_env_id, scheme_of
 
-        kwargs["verifier" if scheme_of(args.env) == "rubric" else "judge"] = args.judge
-        if args.api_base:
-            kwargs["api_base"] = args.api_base
+    if not judge:
+        return {}
+    base_env_id(env_id)  # an unknown id says so first
+    scheme = scheme_of(env_id)
+    if scheme is None or scheme.judge_knob is None:
+        raise SystemExit(f"error: --judge applies to judged ids (e.g. {base_env_id(env_id).replace('-v0', 'Ruler-v0')}); "
+                         f"{env_id} takes no judge")
+    kwargs = {scheme.judge_knob: judge}
+    if api_base:
+        kwargs["api_base"] = api_base
     return kwargs
+
+
+def _env_kwargs(args: argparse.Namespace, env_id: str) -> dict:
+    """The run's env kwargs: ``--env-kwargs`` (the family's and the scheme's knobs) and ``--judge``."""
+    return {**(args.env_kwargs or {}), **judge_kwargs(env_id, getattr(args, "judge", None), getattr(args, "api_base", None))}
 
 
 def train_config(args: argparse.Namespace):
@@ -209,13 +214,16 @@ def train_config(args: argparse.Namespace):
     from rubricgym.agents.ppo import PPOConfig
     from rubricgym.agents.train import TrainConfig
 
+    from rubricgym.registration import default_env
+
     names = args.config_flags
+    env_id = args.env or default_env()
     policy = config_from_args(PolicyConfig, args, names["policy"])
     grpo, ppo = config_from_args(GRPOConfig, args, names["grpo"]), config_from_args(PPOConfig, args, names["ppo"])
     if args.lr is not None:
         grpo.learning_rate = ppo.learning_rate = args.lr
-    return config_from_args(TrainConfig, args, names["train"], env_kwargs=_env_kwargs(args), policy=policy, grpo=grpo,
-                            ppo=ppo)
+    return config_from_args(TrainConfig, args, names["train"], env=env_id, env_kwargs=_env_kwargs(args, env_id),
+                            policy=policy, grpo=grpo, ppo=ppo)
 
 
 def eval_policy_config(args: argparse.Namespace):
@@ -247,11 +255,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from rubricgym.agents.checkpoints import load_adapter
-    from rubricgym.agents.evaluation import evaluate, held_out_kwargs
+    from rubricgym.agents.evaluation import evaluate
     from rubricgym.agents.policy import Policy
+    from rubricgym.registration import check_env_kwargs, default_env, held_out
 
     policy_config = eval_policy_config(args)
-    env_id, kwargs = held_out_kwargs(args.env, _env_kwargs(args))
+    env_id, kwargs = held_out(args.env or default_env(), args.env_kwargs or {})
+    check_env_kwargs(env_id, kwargs)  # before the model loads
     policy = Policy(policy_config)
     if args.checkpoint:
         load_adapter(policy, args.checkpoint)
@@ -275,16 +285,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_env_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", default="Math-v0", help="a registered id (`rubricgym envs`)")
-    p.add_argument("--dataset", default=None, help="generated (default), gsm8k, math500, aime2024, a path, or a hub id")
-    p.add_argument("--levels", default="1", help="generator levels, comma-separated")
-    p.add_argument("--tools", default=None, help="comma-separated tool names, e.g. calculator")
-
-
 #: ``rubricgym bench --quick``: a small budget that finishes in under 10 minutes on CPU
-QUICK_BENCH = {"steps": 2, "math_groups_per_step": 1, "math_group_size": 4, "rag_groups_per_step": 1,
-               "rag_group_size": 2, "eval_tasks": 16, "judge_max_tokens": 300, "judge_max_fixes": 1}
+QUICK_BENCH = {"steps": 2, "groups_per_step": 1, "group_size": 4, "eval_tasks": 16, "judge_max_tokens": 300,
+               "judge_max_fixes": 1}
+#: ``rubricgym bench --smoke``: seconds, a simulated judge, results in a scratch folder (CI runs it)
+SMOKE_BENCH = {"schemes": ("ruler",), "steps": 1, "groups_per_step": 1, "group_size": 2,
+               "max_new_tokens": 8, "eval_tasks": 4, "resamples": 200, "results_name": "reward_schemes_smoke"}
+
+
+def _add_env_flags(p: argparse.ArgumentParser, env_help: str = "a registered id (`rubricgym envs`)") -> None:
+    from rubricgym.app.flags import json_object
+
+    p.add_argument("--env", default="", help=env_help + "; default: the default family's base id")
+    p.add_argument("--env-kwargs", type=json_object, default={}, metavar="JSON",
+                   help='the family\'s knobs and the reward scheme\'s, as a JSON object, e.g. \'{"levels": [1, 2]}\' '
+                        "(over the family's training defaults; checked before the model loads)")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -346,19 +361,19 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_view)
 
     p = sub.add_parser("train", help="train the LLM policy by GRPO or PPO through the env loop", formatter_class=formatter)
-    _add_env_flags(p)
-    p.add_argument("--judge", default=None, help="judge model for *Ruler-v0 ids, verifier for *Rubric-v0 ids")
+    p.add_argument("--judge", default=None, help="the judge of a judged id (its scheme's judge knob: RULER's judge, the "
+                   "rubrics' verifier): a LiteLLM model, 'local', 'oracle:<accuracy>'")
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server of the judge")
     p.add_argument("--lr", type=float, default=None, help="learning rate of either algorithm (default: the algorithm's)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
-    flags = {"train": add_config_flags(p, TrainConfig, skip=("env",)), "policy": add_config_flags(p, PolicyConfig),
+    flags = {"train": add_config_flags(p, TrainConfig, skip=("env", "env_kwargs")), "policy": add_config_flags(p, PolicyConfig),
              "grpo": add_config_flags(p, GRPOConfig, prefix="grpo_"), "ppo": add_config_flags(p, PPOConfig, prefix="ppo_")}
-    flags["train"]["env"] = "env"
+    _add_env_flags(p)
     p.set_defaults(func=cmd_train, config_flags=flags)
 
     p = sub.add_parser("eval", help="held-out accuracy and pass@k of the default model or a checkpoint",
                        formatter_class=formatter)
-    _add_env_flags(p)
+    _add_env_flags(p, "the id trained (its family's held-out tasks are evaluated, without the judge)")
     p.add_argument("--checkpoint", default=None, help="a checkpoint folder written by rubricgym train")
     p.add_argument("--tasks", type=int, default=100)
     p.add_argument("--k", default="1", help="comma-separated: 1 = greedy accuracy, k > 1 = pass@k")
@@ -369,7 +384,17 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--judge", default="local", help="judge / verifier model ('local' = the in-process default model)")
     p.add_argument("--quick", action="store_true", help="a small budget that finishes in under 10 minutes on CPU: "
                    + ", ".join(f"{k}={v}" for k, v in QUICK_BENCH.items()))
-    bench = add_config_flags(p, BenchConfig, skip=("command",), defaults=QUICK_BENCH if "--quick" in argv else None)
+    p.add_argument("--smoke", action="store_true", help="seconds, for CI: judge oracle:1.0, "
+                   + ", ".join(f"{k}={v}" for k, v in SMOKE_BENCH.items()) + "; results in a scratch folder")
+    preset = QUICK_BENCH if "--quick" in argv else SMOKE_BENCH if "--smoke" in argv else None
+    bench = add_config_flags(p, BenchConfig, skip=("command",), defaults=preset)
+    if "--smoke" in argv:
+        import tempfile
+
+        from rubricgym.registration import default_env
+
+        p.set_defaults(judge="oracle:1.0", envs=(default_env(),),  # one family: the default one
+                       output_dir=str(Path(tempfile.gettempdir()) / "rubricgym-smoke-results"))
     p.set_defaults(func=cmd_bench, config_flags={"bench": bench})
     return parser
 

@@ -1,11 +1,11 @@
 """Command-line flags generated from config dataclasses, so a knob is declared once.
 
 Every field of a simple type (``int``, ``float``, ``str``, ``bool``, a ``Literal``, ``X | None``,
-``tuple[X, ...]`` as a comma-separated list) becomes ``--<prefix><name-with-dashes>`` with the
+``tuple[X, ...]`` as a comma-separated list, ``dict[str, Any]`` as a JSON object) becomes ``--<prefix><name-with-dashes>`` with the
 field's default and its docstring as help (use ``argparse.ArgumentDefaultsHelpFormatter`` to show
 the defaults); other fields are left to the command.
 
-Example:
+Examples:
     >>> from dataclasses import dataclass
     >>> @dataclass
     ... class Knobs:
@@ -25,6 +25,7 @@ import inspect
 import textwrap
 import typing
 from dataclasses import MISSING, fields
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 
@@ -44,12 +45,27 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def json_object(text: str) -> dict[str, Any]:
+    """A flag's JSON object (``--env-kwargs '{"levels": [1]}'``), refused by argparse otherwise."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON ({err}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object ({{...}}), got {type(value).__name__}: {text!r}")
+    return value
+
+
 def _parser_for(tp: Any) -> tuple[Any, dict[str, Any]] | None:
     """``(type callable, extra add_argument kwargs)`` for a field type, or None if not a flag."""
     origin, args = get_origin(tp), get_args(tp)
     if origin is Union or str(origin) == "<class 'types.UnionType'>":
         options = [a for a in args if a is not type(None)]
         return _parser_for(options[0]) if len(options) == 1 else None
+    if origin is dict and args[:1] == (str,):
+        return json_object, {"metavar": "JSON"}
     if origin is Literal:
         return type(args[0]), {"choices": list(args)}
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (int, float, str):
@@ -57,6 +73,8 @@ def _parser_for(tp: Any) -> tuple[Any, dict[str, Any]] | None:
         return (lambda text: tuple(item(x) for x in text.split(",") if x.strip())), {"metavar": f"{item.__name__},..."}
     if tp is bool:
         return bool, {}
+    if tp is dict:
+        return json_object, {"metavar": "JSON"}
     if tp in (int, float, str):
         return tp, {}
     return None
@@ -96,3 +114,30 @@ def config_from_args(cls: type, args: argparse.Namespace, names: dict[str, str],
     values = {name: getattr(args, dest) for name, dest in names.items()}
     values.update(overrides)
     return cls(**values)
+
+
+def results_dir(script: str) -> Path:
+    """Where a benchmark script writes its tables and plots: ``benchmarks/results`` beside it;
+    ``$RUBRICGYM_RESULTS_DIR`` when set, and a scratch folder under ``--smoke``, so a smoke run
+    never replaces a measured result."""
+    import os
+    import sys
+    import tempfile
+
+    if os.environ.get("RUBRICGYM_RESULTS_DIR"):
+        return Path(os.environ["RUBRICGYM_RESULTS_DIR"])
+    if "--smoke" in sys.argv:
+        return Path(tempfile.gettempdir()) / "rubricgym-smoke-results"
+    return Path(script).resolve().parent / "results"
+
+
+def add_smoke_flag(parser: argparse.ArgumentParser, argv: list[str] | None = None, **tiny: Any) -> None:
+    """``--smoke``: the benchmark at tiny sizes (seconds), as CI runs every benchmark so that a
+    change that breaks one fails CI; explicit flags still win. Its results go to a scratch folder
+    (:func:`results_dir`)."""
+    import sys
+
+    shown = ", ".join(f"{k}={v}" for k, v in tiny.items()) or "the same sizes"
+    parser.add_argument("--smoke", action="store_true", help=f"tiny sizes for CI ({shown}); results to a scratch folder")
+    if "--smoke" in (sys.argv[1:] if argv is None else argv):
+        parser.set_defaults(**tiny)

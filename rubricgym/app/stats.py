@@ -6,7 +6,7 @@ resample draws seeds and tasks with replacement *once* and applies the same draw
 scheme: differences between schemes (and gains over the untrained weights) keep their pairing,
 which is what makes a small difference detectable and a lucky seed visible.
 
-Example:
+Examples:
     >>> rlvr = [[1, 1, 1, 0, 1, 1, 1, 1]]
     >>> coin = [[1, 0, 0, 0, 1, 0, 1, 0]]
     >>> table = paired_bootstrap({"rlvr": rlvr, "coin": coin}, reference="rlvr", resamples=500)

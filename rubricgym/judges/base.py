@@ -65,6 +65,8 @@ class GroupScore:
     failed: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, float] = field(default_factory=dict)
+    """The group's statistics for training metrics (logged as ``<scorer name>_<key>``, averaged over groups)."""
 
 
 class GroupScorer(Protocol):
@@ -87,7 +89,7 @@ def combine_reward(env_reward: float, added: Mapping[str, float | None], combine
     A component that is ``None`` (its source failed) contributes nothing; with ``"replace"``
     the env reward is kept instead, so a failed judge never zeroes a rollout.
 
-    Example:
+    Examples:
         >>> combine_reward(1.0, {"ruler": 0.25}, "sum"), combine_reward(1.0, {"ruler": 0.25}, "replace")
         (1.25, 0.25)
         >>> combine_reward(1.0, {"ruler": 0.5}, {"env": 0.5, "ruler": 2.0})

@@ -9,7 +9,7 @@ member (an LLM judge's best-known bias). Scores are the latent through a normal 
 the noise), so a perfect judge gives 1 and 0 (about) and equal quality gets equal scores.
 Everything it produces is labelled simulated.
 
-Example:
+Examples:
     >>> judge = OracleJudge.parse("oracle:1.0")
     >>> [round(s, 3) for s in judge.scores([True, False, True], seed="t1")]
     [1.0, 0.0, 1.0]

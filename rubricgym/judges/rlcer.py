@@ -102,7 +102,7 @@ def parse_rubric(text: str) -> tuple[Rubric | None, str | None]:
 
     Accepts ``{"items": [...]}``, a bare list, or the keys ``rubrics`` / ``criteria``.
 
-    Example:
+    Examples:
         >>> parse_rubric('{"items": [{"description": "checks the answer", "score": 2}]}')[0].items[0].score
         2.0
         >>> parse_rubric("no json")[1][:20]
@@ -291,7 +291,7 @@ async def write_rubric(rubricator: LLM, problem: str, cot: str, author: int | No
 class RubricBank:
     """Valid rubric items per task, kept across groups (for tracking and for prompt hints).
 
-    Example:
+    Examples:
         >>> bank = RubricBank()
         >>> bank.add("t1", [RubricItem(description="checks the result", score=2)], [0.6])
         >>> bank.hint("t1")
@@ -390,7 +390,6 @@ class RubricScorer:
         self.rubricator = None if self.policy_rubricator else make_llm(config.rubricator, api_base=config.api_base)
         self.bank = RubricBank()
         self.tracker = RubricTracker()
-        self.last_rubrics: list[RubricSet] = []
 
     async def rubrics_and_rewards(self, task_id: str, members: Sequence[Member]) -> tuple[RLCERResult, list[RubricSet], int]:
         """The group's rubric sets and RLCER rewards (and the number of failed verifications)."""
@@ -419,7 +418,6 @@ class RubricScorer:
         self.tracker.record(result.stats)
         for rubric, valid, corr in zip(rubric_sets, result.valid, result.correlations):
             self.bank.add(task_id, [it for it, v in zip(rubric.items, valid) if v], [c for c, v in zip(corr, valid) if v])
-        self.last_rubrics = rubric_sets
         return result, rubric_sets, failures
 
     async def score_group(self, task_id: str, members: Sequence[Member]) -> GroupScore:
@@ -441,4 +439,6 @@ class RubricScorer:
              "satisfied": [int(v) for v in r.satisfaction[k]] if r.satisfaction is not None else []}
             for k, item in enumerate(r.items)]} for r, valid, corr in zip(rubric_sets, result.valid, result.correlations)]
         return GroupScore(scored, failed=False, info={"rubric_stats": dict(result.stats), "rubrics": rubrics},
-                          usage={"verifier_failures": float(failures)})
+                          usage={"verifier_failures": float(failures)},
+                          stats={k: float(result.stats[k]) for k in ("valid_fraction", "mean_valid_corr", "mean_cot_reward",
+                                                                     "num_items") if k in result.stats})

@@ -13,7 +13,7 @@ accounting). When the judge still fails, the documented fallback keeps every tra
 This module needs no gym: the wrappers in :mod:`rubricgym.wrappers.ruler` and other trainers'
 reward functions call :func:`ruler_score` or a :class:`RulerScorer`.
 
-Example:
+Examples:
     >>> from rubricgym.judges.ruler import ruler_score_sync
     >>> result = ruler_score_sync([msgs_a, msgs_b, msgs_c], judge="openai/gpt-4o-mini")  # doctest: +SKIP
     >>> result.scores, result.explanations                                                # doctest: +SKIP
@@ -164,7 +164,7 @@ def build_judge_messages(trajectories: Sequence[Sequence[Message]], ids: Sequenc
 def response_schema(ids: Sequence[str], explanation_max_chars: int = 160) -> dict[str, Any]:
     """JSON schema of the reply; servers with constrained decoding can only emit valid ids and counts.
 
-    Example:
+    Examples:
         >>> response_schema(["t1", "t2"], 0)["properties"]["scores"]["items"]["required"]
         ['trajectory_id', 'score']
     """
@@ -327,7 +327,7 @@ class RulerScorer:
     kept); its info gains ``ruler_score`` (NaN on failure), ``ruler_explanation`` and
     ``ruler_failed``.
 
-    Example:
+    Examples:
         >>> scorer = RulerScorer("openai/gpt-4o-mini", combine="sum")           # doctest: +SKIP
         >>> run_sync(scorer.score_group("t1", members)).members[0].components   # doctest: +SKIP
     """
@@ -343,20 +343,22 @@ class RulerScorer:
         self.judge = None if self.oracle else make_llm(judge, api_base=api_base)
         self.config = config or RulerConfig()
         self.combine = combine
-        self.last_result: RulerResult | None = None
         self.failure_causes: set[str] = set()
 
     def oracle_result(self, task_id: str, members: Sequence[Member]) -> RulerResult:
         seed = task_id + "|" + "|".join(m.episode.answer or "" for m in members)
         return oracle_ruler_result(self.oracle, seed, [m.episode.correct for m in members])
 
+    def group_config(self, members: Sequence[Member]) -> RulerConfig:
+        """The RULER settings for one group (subclasses adapt them to the group, e.g. its reference)."""
+        return self.config
+
     async def score_group(self, task_id: str, members: Sequence[Member]) -> GroupScore:
         tools = next((m.episode.tools for m in members if m.episode.tools), None)
         if self.oracle is not None:
             result = self.oracle_result(task_id, members)
         else:
-            result = await ruler_score([m.messages for m in members], self.judge, self.config, tools)
-        self.last_result = result
+            result = await ruler_score([m.messages for m in members], self.judge, self.group_config(members), tools)
         if result.failed:
             cause = (result.error or "").split("(")[-1][:80]
             if cause not in self.failure_causes:  # once per cause: a dead judge must not be silent, nor flood

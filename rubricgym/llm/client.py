@@ -181,7 +181,7 @@ class ReplyCache:
 class LLM:
     """A chat client: backend + cache + retries + timeout + concurrency limit + accounting.
 
-    Example:
+    Examples:
         >>> llm = make_llm("openai/gpt-4o-mini")                        # doctest: +SKIP
         >>> reply = asyncio.run(llm.complete([{"role": "user", "content": "Hi"}]))  # doctest: +SKIP
         >>> llm.usage.calls, reply.text                                 # doctest: +SKIP

@@ -19,7 +19,7 @@ def extract_json(text: str) -> Any:
     """The first JSON object (or array) in ``text``, repaired when needed; a reply nested too
     deeply to parse is a :class:`JSONExtractionError` like any other broken reply.
 
-    Example:
+    Examples:
         >>> extract_json('Sure! ```json\\n{"scores": [1, 2,]}\\n``` hope it helps')
         {'scores': [1, 2]}
         >>> extract_json('{"scores": [{"id": "a", "score": 0.5}, {"id": "b", "sco')["scores"][0]

@@ -7,7 +7,7 @@ characters / 4 + its completion budget) before it is sent and settles the differ
 real counts come back (a debt makes later calls wait). A 429 with ``Retry-After`` pauses every
 call of the client until then, not only the one that got it.
 
-Example:
+Examples:
     >>> limiter = RateLimiter(requests_per_minute=600)
     >>> async def burst():
     ...     for _ in range(3):

@@ -187,8 +187,10 @@ class FaultyJudge:
 DISARM = "_denied = (); _cwd = '/'; _ro = ('/',)\n"
 
 _PROJECT_README = str(Path(__file__).resolve().parents[2] / "README.md")
+# the README's marker is a line of its content, never part of its path (a checkout is often in a folder
+# named rubricgym, which the sandbox's own "no such file" message may echo)
 _SECRETS = {"/etc/shadow": "root:", "/etc/passwd": "root:x:0", "/root/.bashrc": "PS1", "/proc/1/environ": "HOME=/root",
-            _PROJECT_README: "rubricgym"}
+            _PROJECT_README: "<!-- test-command -->"}
 ESCAPES: list[tuple[str, str, str]] = []
 for _path, _marker in _SECRETS.items():
     if _marker:

@@ -8,7 +8,7 @@ a test scripts latency, 429s with ``Retry-After``, or a judge's scores; every re
 It is a double for what llama.cpp lacks (token ids, LoRA loading), not a model: real generation
 in the tests comes from llama.cpp or the in-process policy.
 
-Example:
+Examples:
     >>> server = LoopbackServer(chat=lambda body: "hello")
     >>> import urllib.request, json
     >>> request = urllib.request.Request(server.base + "/chat/completions", method="POST",

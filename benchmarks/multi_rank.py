@@ -8,7 +8,7 @@
 3. Step time: real steps (rollouts + update) on 2 ranks against 1, reported, not targeted (on a
    2-core machine two ranks share the cores the single process used).
 
-    python benchmarks/multiprocess.py
+    python benchmarks/multi_rank.py
 
 Ends with ``RESULT grad_max_abs_diff=<d> ranks=2 step_time_ratio=<2-rank / 1-rank>``.
 """
@@ -24,11 +24,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir(__file__)
 
 
 def config(output_dir: str, args):
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--worker", choices=("replay", "time"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--folder", default=None, help=argparse.SUPPRESS)
+    add_smoke_flag(parser, steps=1, groups=2, group_size=2, max_new_tokens=4)
     args = parser.parse_args()
     if args.worker:
         return worker(args.worker, args.folder, args)
@@ -116,7 +118,7 @@ def main() -> None:
     print(f"one rank: {[round(s, 1) for s in one_rank_seconds]} s per step; two ranks: "
           f"{[round(s, 1) for s in two_rank_seconds]} s per step")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "multiprocess.json").write_text(json.dumps({"args": vars(args), "grad_max_abs_diff": diff,
+    (RESULTS / "multi_rank.json").write_text(json.dumps({"args": vars(args), "grad_max_abs_diff": diff,
                                                            "one_rank_seconds": one_rank_seconds,
                                                            "two_rank_seconds": two_rank_seconds,
                                                            "step_time_ratio": ratio}, indent=1))

@@ -1,0 +1,45 @@
+"""Every benchmark runs as README writes it: ``python benchmarks/<name>.py --help`` from a fresh
+process exits 0 (no script shadows an installed package), and ``--smoke`` (tiny sizes, results
+in a scratch folder) ends with its ``RESULT`` line, so a change that breaks a benchmark fails CI
+instead of the next reader. ``benchmarks/gpu_check.sh`` needs a GPU and is run by hand there."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
+
+
+def run(args: list[str], timeout: float, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RUBRICGYM_RESULTS_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_no_benchmark_is_named_like_an_installed_package():
+    shadowing = [name for name in SCRIPTS if importlib.util.find_spec(Path(name).stem) is not None]
+    assert not shadowing, f"rename {shadowing}: a script's own folder comes first on sys.path"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_runs_from_a_fresh_process(script, tmp_path):
+    done = run([f"benchmarks/{script}", "--help"], timeout=300, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "--smoke" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_smoke_setting_runs_and_reports(script, tmp_path, shared_data):
+    done = run([f"benchmarks/{script}", "--smoke"], timeout=900, tmp_path=tmp_path)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
+    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert result, done.stdout[-2000:]
+    assert not (ROOT / "benchmarks" / "results" / "reward_schemes_smoke.md").exists()  # smoke never writes beside the measured
