@@ -166,6 +166,24 @@ class Policy:
         self.model = model.to(self.device, dtype=self.dtype)
         self._set_generation(tokenizer)
 
+    @classmethod
+    def wrap(cls, model: Any, tokenizer: Any, config: PolicyConfig | None = None) -> "Policy":
+        """Sampling on a model another trainer owns (TRL's): no adapter added, nothing moved or cast.
+
+        Example:
+            >>> policy = Policy.wrap(trainer.model, trainer.processing_class)        # doctest: +SKIP
+        """
+        policy = cls.__new__(cls)
+        policy.config = config or PolicyConfig(lora_r=0)
+        parameter = next(model.parameters())
+        policy.device, policy.dtype = parameter.device, parameter.dtype
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        policy.tokenizer, policy.model, policy.generator = tokenizer, model, None
+        policy._versioning()
+        policy._set_generation(tokenizer)
+        return policy
+
     def _versioning(self) -> None:
         import threading
 

@@ -42,13 +42,13 @@ def prompts(n: int) -> list[list[dict]]:
     return rows
 
 
-def run_ours(steps: int) -> list[float]:
+def run_ours(steps: int, max_tokens: int = MAX_TOKENS) -> list[float]:
     from rubricgym.agents.policy import PolicyConfig
     from rubricgym.agents.train import TrainConfig, Trainer
 
     config = TrainConfig(env_kwargs={"levels": (1,)}, steps=steps, group_size=COMPLETIONS, groups_per_step=1, eval_tasks=0,
                          checkpoint_every=0, output_dir="/tmp/rubricgym-vs-trl",
-                         policy=PolicyConfig(max_new_tokens=MAX_TOKENS, lora_r=LORA_R, lora_alpha=LORA_ALPHA, temperature=1.0, cpu_threads="fixed"))
+                         policy=PolicyConfig(max_new_tokens=max_tokens, lora_r=LORA_R, lora_alpha=LORA_ALPHA, temperature=1.0, cpu_threads="fixed"))
     config.grpo.learning_rate = LR
     trainer = Trainer(config)
     times = []
@@ -59,7 +59,7 @@ def run_ours(steps: int) -> list[float]:
     return times
 
 
-def run_trl(steps: int) -> list[float]:
+def run_trl(steps: int, max_tokens: int = MAX_TOKENS) -> list[float]:
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -92,7 +92,7 @@ def run_trl(steps: int) -> list[float]:
     model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
     tokenizer = AutoTokenizer.from_pretrained(path)
     config = GRPOConfig(output_dir="/tmp/trl-grpo", per_device_train_batch_size=COMPLETIONS, num_generations=COMPLETIONS,
-                        max_completion_length=MAX_TOKENS, learning_rate=LR, max_steps=steps, temperature=1.0,
+                        max_completion_length=max_tokens, learning_rate=LR, max_steps=steps, temperature=1.0,
                         logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, beta=0.0,
                         gradient_accumulation_steps=1, shuffle_dataset=False, seed=0)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=outcome, args=config, train_dataset=dataset,
@@ -102,8 +102,8 @@ def run_trl(steps: int) -> list[float]:
     return times
 
 
-def child(impl: str, steps: int) -> None:
-    times = run_ours(steps) if impl == "ours" else run_trl(steps)
+def child(impl: str, steps: int, max_tokens: int) -> None:
+    times = run_ours(steps, max_tokens) if impl == "ours" else run_trl(steps, max_tokens)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("CHILD " + json.dumps({"impl": impl, "times": times, "peak_rss_mb": peak_mb}))
 
@@ -112,16 +112,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--tokens", type=int, default=MAX_TOKENS, help="completion budget of each of the 8 completions")
     parser.add_argument("--child", choices=["ours", "trl"])
-    add_smoke_flag(parser, steps=1)
+    add_smoke_flag(parser, steps=2, tokens=4)  # the first step is warm-up and not timed
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.steps)
+        child(args.child, args.steps, args.tokens)
         return
     results: dict[str, list[dict]] = {"ours": [], "trl": []}
     for _ in range(args.rounds):
         for impl in ("trl", "ours"):
-            out = subprocess.run([sys.executable, __file__, "--child", impl, "--steps", str(args.steps)],
+            out = subprocess.run([sys.executable, __file__, "--child", impl, "--steps", str(args.steps),
+                                  "--tokens", str(args.tokens)],
                                  capture_output=True, text=True)
             line = next((l for l in out.stdout.splitlines() if l.startswith("CHILD ")), None)
             if line is None:

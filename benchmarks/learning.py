@@ -50,7 +50,7 @@ def main() -> None:
     eval_kwargs = {"levels": (args.level,), "split": "test"}
 
     def held_out() -> float:
-        return evaluate(trainer.policy, eval_kwargs, tasks=args.eval_tasks, seed=777)["accuracy"]
+        return evaluate(trainer.policy, eval_kwargs, tasks=args.eval_tasks, seed=777, env_id="Math-v0")["accuracy"]
 
     acc_before = held_out()
     curve = [{"step": 0, "minutes": 0.0, "accuracy": acc_before}]

@@ -60,7 +60,7 @@ def main() -> None:
 
     def held_out(lm) -> float:
         policy = Policy.wrap(lm, tokenizer, PolicyConfig(lora_r=0, max_new_tokens=48, cpu_threads="fixed"))
-        return evaluate(policy, held_out_env, tasks=args.eval_tasks, seed=777)["accuracy"]
+        return evaluate(policy, held_out_env, tasks=args.eval_tasks, seed=777, env_id="Math-v0")["accuracy"]
 
     acc_before = held_out(model)
     print(f"held-out accuracy before = {acc_before:.3f}", flush=True)
