@@ -36,6 +36,7 @@ import numpy as np
 
 import rubricgym  # noqa: F401  (registers the ids)
 from rubricgym.integrations.transcript import TokenTranscript
+from rubricgym.registration import check_env_kwargs, default_env, training_kwargs
 
 #: token ids, their log-probs and the decoded text of one sampled turn
 Generated = tuple[list[int], list[float], str]
@@ -45,10 +46,10 @@ Generated = tuple[list[int], list[float], str]
 class EnvRolloutConfig:
     """Every knob of :class:`EnvRollout`."""
 
-    env_id: str = "Math-v0"
-    """A registered id (``rubricgym envs``): judged variants score each group whole."""
+    env_id: str = ""
+    """A registered id (``rubricgym envs``; empty: the default family's): judged variants score each group whole."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the env (``levels``, ``tools``, ``judge`` ...)."""
+    """Keyword arguments of the env (``levels``, ``tools``, ``judge`` ...), over the family's training defaults."""
     max_new_tokens: int | None = None
     """Tokens per model turn; None: the trainer's ``max_completion_length``."""
     max_steps: int = 32
@@ -169,9 +170,13 @@ class EnvRollout:
     def __init__(self, env_id: str | None = None, config: EnvRolloutConfig | None = None, **env_kwargs: Any):
         if config is not None and (env_id is not None or env_kwargs):
             raise TypeError("pass either an EnvRolloutConfig or env_id and env keyword arguments, not both")
-        self.config = config or EnvRolloutConfig(env_id=env_id or "Math-v0", env_kwargs=env_kwargs)
+        self.config = config or EnvRolloutConfig(env_id=env_id or "", env_kwargs=env_kwargs)
+        self.config.env_id = self.config.env_id or default_env()
         if self.config.env_id not in gym.registry:
             raise ValueError(f"unknown env id {self.config.env_id!r}; `rubricgym envs` lists them")
+        # the family's training defaults under the given kwargs, checked now (before any model work)
+        self.env_kwargs = training_kwargs(self.config.env_id, self.config.env_kwargs)
+        check_env_kwargs(self.config.env_id, self.env_kwargs)
         self._task_of_prompt: dict[str, str] = {}
         self._envs: dict[tuple[int, int], Any] = {}
         self.groups_played = 0
@@ -184,7 +189,7 @@ class EnvRollout:
         """A ``datasets.Dataset`` of the env's tasks: ``prompt`` (the env's first messages) and ``task_id``."""
         from datasets import Dataset
 
-        env = gym.make(self.config.env_id, disable_env_checker=True, **self.config.env_kwargs)
+        env = gym.make(self.config.env_id, disable_env_checker=True, **self.env_kwargs)
         try:
             if task_ids is None:
                 tasks = env.unwrapped.tasks
@@ -247,8 +252,7 @@ class EnvRollout:
         task_ids = [self.task_id_of(prompts[start]) for start in starts]
         key = (len(prompts), size)
         if key not in self._envs:
-            self._envs[key] = gym.make_vec(self.config.env_id, num_envs=len(prompts), group_size=size,
-                                           **self.config.env_kwargs)
+            self._envs[key] = gym.make_vec(self.config.env_id, num_envs=len(prompts), group_size=size, **self.env_kwargs)
         episodes = play_groups(self._envs[key], task_ids, self._generator(trainer), trainer.processing_class,
                                self.config.max_steps)
         self.groups_played += len(starts)

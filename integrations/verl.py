@@ -27,7 +27,7 @@ import numpy as np
 
 import rubricgym  # noqa: F401  (registers the ids)
 from rubricgym.integrations.transcript import TokenTranscript
-from rubricgym.registration import ENVS, base_env_id, scheme_of, split_kwargs
+from rubricgym.registration import ENVS, base_env_id, scheme_of, split_kwargs, training_kwargs
 
 from verl.experimental.agent_loop.agent_loop import (  # noqa: E402  (verl is this module's reason to exist)
     AgentLoopBase,
@@ -73,8 +73,9 @@ def write_dataset(path: str, env_id: str, num_tasks: int | None = None, seed: in
 
 
 def _env_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The base env's share of a (possibly judged) id's kwargs: scorer knobs stay with the reward stage."""
-    return split_kwargs(env_id, kwargs)[0]
+    """The base env's share of a (possibly judged) id's kwargs over the family's training
+    defaults: scorer knobs stay with the reward stage."""
+    return split_kwargs(env_id, training_kwargs(env_id, kwargs))[0]
 
 
 @register(AGENT_NAME)

@@ -29,7 +29,8 @@ import numpy as np
 
 from rubricgym.judges.ruler import RulerConfig
 from rubricgym.llm import LLM, LLMConfig, make_llm
-from rubricgym.registration import ENVS, SCHEMES, base_env_id, env_class, held_out, scheme_of, training_kwargs
+from rubricgym.registration import (ENVS, SCHEMES, base_env_id, check_env_kwargs, env_class, held_out, scheme_of,
+                                    training_kwargs)
 
 from rubricgym.agents.policy import PolicyConfig
 from rubricgym.agents.evaluation import evaluate
@@ -125,8 +126,8 @@ class BenchConfig:
     def __post_init__(self):
         RulerConfig(scoring=self.judge_scoring)  # RULER's own check, before the reference spends minutes
         self.envs = tuple(self.envs) or bench_envs()
-        for env_id in self.envs:
-            base_env_id(env_id)  # an unknown id fails now
+        for env_id in self.envs:  # an unknown id or knob fails now, before any model loads
+            check_env_kwargs(env_id, training_kwargs(env_id, self.env_kwargs))
 
     def budget(self, env_id: str) -> dict[str, int]:
         """The family's group size, groups per step and reply budget (the config's where set)."""
