@@ -167,11 +167,12 @@ def _family_defaults(env_id: str):
 
 
 def split_kwargs(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the base env's kwargs, the reward scheme's knobs) of a run's kwargs on ``env_id``."""
+    """(the base env's kwargs, every other kwarg of the run: the scheme's knobs and its one-env
+    settings such as ``history_size``), split by the id's scheme (:meth:`RewardScheme.split` copies)."""
     scheme = scheme_of(env_id)
     if scheme is None:
         return dict(kwargs), {}
-    env_kwargs, knobs, _ = scheme.split({k: v for k, v in kwargs.items()})
+    env_kwargs, _, _ = scheme.split(kwargs)
     return env_kwargs, {k: v for k, v in kwargs.items() if k not in env_kwargs}
 
 
