@@ -19,12 +19,17 @@ did not take, another precision, another model).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, Sequence
+
+from rubricgym.judges.base import run_sync
 
 if TYPE_CHECKING:
     from .policy import Policy, Sample
@@ -102,36 +107,49 @@ class ServerGenerator:
     """
 
     def __init__(self, config: ServerConfig | None = None):
-        import httpx
-
         self.config = config or ServerConfig()
         self.name = f"server:{self.config.url}"
-        self._client = httpx.Client(timeout=self.config.timeout_s)
         self._served: str | None = None  # the adapter name samples come from (None: the base model)
         self._adapter_root = Path(self.config.adapter_dir or tempfile.mkdtemp(prefix="rubricgym-adapters-"))
         self.reloads = 0
 
     # -- HTTP ------------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
+              check: Callable[[Any], str | None] | None = None) -> dict[str, Any]:
+        """One request under one deadline (``timeout_s`` for connecting and the whole body: a server
+        that drips a byte at a time is cut there too); ``check`` names what is wrong with a reply
+        (a malformed reply is retried like a refused connection, then a RolloutServerError)."""
         import httpx
         from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
         url = self.config.url.rstrip("/") + path
 
+        async def fetch() -> tuple[int, bytes]:
+            async with httpx.AsyncClient(timeout=self.config.timeout_s) as client:
+                response = await client.request(method, url, json=body)
+                return response.status_code, response.content
+
         def attempt() -> dict[str, Any]:
-            try:
-                response = self._client.request(method, url, json=body)
-            except httpx.HTTPError as err:  # refused, reset, timed out: the server may come back
+            try:  # the deadline cancels the whole exchange, however slowly the server drips its bytes
+                status, content = run_sync(asyncio.wait_for(fetch(), self.config.timeout_s))
+            except asyncio.TimeoutError:
+                raise _Transient(f"no whole reply within {self.config.timeout_s:g} s") from None
+            except httpx.HTTPError as err:  # refused, reset: the server may come back
                 raise _Transient(f"{type(err).__name__}: {err}") from err
-            if response.status_code >= 500 or response.status_code == 429:
-                raise _Transient(f"HTTP {response.status_code}: {response.text[:300]}")
-            if response.status_code >= 400:  # a request the server will never accept: no retry
-                raise RolloutServerError(f"{method} {url} was refused: HTTP {response.status_code}: {response.text[:500]}")
+            text = content.decode("utf-8", errors="replace")
+            if status >= 500 or status == 429:
+                raise _Transient(f"HTTP {status}: {text[:300]}")
+            if status >= 400:  # a request the server will never accept: no retry
+                raise RolloutServerError(f"{method} {url} was refused: HTTP {status}: {text[:500]}")
             try:
-                return response.json()
+                reply = json.loads(text)
             except ValueError:
-                raise _Transient(f"a reply that is not JSON: {response.text[:200]!r}") from None
+                raise _Transient(f"a reply that is not JSON: {text[:200]!r}") from None
+            problem = "the reply is not a JSON object" if not isinstance(reply, dict) else check(reply) if check else None
+            if problem:
+                raise _Transient(f"a malformed reply: {problem}")
+            return reply
 
         retrying = Retrying(stop=stop_after_attempt(self.config.max_retries + 1), reraise=True,
                             wait=wait_exponential(multiplier=self.config.backoff_s, exp_base=2),
@@ -144,10 +162,14 @@ class ServerGenerator:
 
     def model_name(self) -> str:
         if self.config.model is None:
-            listed = self._call("GET", "/models").get("data") or []
-            if not listed:
-                raise RolloutServerError(f"the rollout server at {self.config.url} lists no model")
-            self.config.model = str(listed[0]["id"])
+            def check(reply: dict) -> str | None:
+                listed = reply.get("data")
+                if not isinstance(listed, list) or not listed:
+                    return "'data' is not a non-empty list of models"
+                if not isinstance(listed[0], dict) or not isinstance(listed[0].get("id"), str):
+                    return "'data[0].id' is not a string"
+                return None
+            self.config.model = self._call("GET", "/models", check=check)["data"][0]["id"]
         return self.config.model
 
     # -- the protocol ----------------------------------------------------------------------------
@@ -162,17 +184,17 @@ class ServerGenerator:
         if self.config.api == "vllm":  # one request for the batch: the engine schedules it
             body.update(prompt=[list(p) for p in prompts], return_token_ids=True, stop_token_ids=policy.stop_ids,
                         skip_special_tokens=False, include_stop_str_in_output=True)
-            choices = sorted(self._call("POST", "/completions", body).get("choices") or [], key=lambda c: c.get("index", 0))
+            check = partial(check_completions, n=len(prompts), vocab_size=len(policy.tokenizer), token_ids=True)
+            choices = sorted(self._call("POST", "/completions", body, check)["choices"], key=lambda c: c.get("index") or 0)
         else:  # plain servers (llama.cpp) take one prompt per request: sent concurrently, they batch them
             from concurrent.futures import ThreadPoolExecutor
 
             body["stop"] = [policy.tokenizer.decode([i]) for i in policy.stop_ids]
             texts = [policy.tokenizer.decode(p, skip_special_tokens=False) for p in prompts]
+            check = partial(check_completions, n=1, vocab_size=len(policy.tokenizer), token_ids=False)
             with ThreadPoolExecutor(max_workers=min(len(texts), 8)) as pool:
-                replies = list(pool.map(lambda text: self._call("POST", "/completions", {**body, "prompt": text}), texts))
-            choices = [(reply.get("choices") or [None])[0] for reply in replies]
-        if len(choices) != len(prompts) or any(c is None for c in choices):
-            raise RolloutServerError(f"the rollout server returned {len(choices)} completions for {len(prompts)} prompts")
+                replies = list(pool.map(lambda text: self._call("POST", "/completions", {**body, "prompt": text}, check), texts))
+            choices = [reply["choices"][0] for reply in replies]
         samples = []
         for prompt, choice in zip(prompts, choices):
             ids, logprobs = self._tokens(policy, choice)
@@ -188,11 +210,7 @@ class ServerGenerator:
     def _tokens(self, policy, choice: dict[str, Any]) -> tuple[list[int], list[float]]:
         reported = (choice.get("logprobs") or {}).get("token_logprobs") or []
         if self.config.api == "vllm":
-            ids = choice.get("token_ids")
-            if ids is None:
-                raise RolloutServerError("the rollout server returned no token_ids: vLLM >= 0.10.2 returns them with "
-                                         "return_token_ids; for other servers use api='openai'")
-            ids = [int(i) for i in ids]
+            ids = list(choice["token_ids"])  # checked: ints inside the vocabulary
             logprobs = [float(x) if x is not None else float("nan") for x in reported]
             if len(logprobs) != len(ids):
                 logprobs = (logprobs + [float("nan")] * len(ids))[:len(ids)]
@@ -220,6 +238,52 @@ class ServerGenerator:
             shutil.rmtree(self._adapter_root / previous, ignore_errors=True)
         self.reloads += 1
         return {"adapter_reload_seconds": time.perf_counter() - started}
+
+
+def check_completions(reply: dict[str, Any], n: int, vocab_size: int, token_ids: bool) -> str | None:
+    """What is wrong with a ``/completions`` reply (None: nothing), naming the field: ``n``
+    choices of objects, token ids (vLLM) integers inside the vocabulary, log-probs numbers or null.
+
+    Examples:
+        >>> check_completions({"choices": [{"token_ids": [5, 10**12], "text": ""}]}, 1, 100, True)
+        'choices[0].token_ids[1] is 1000000000000, outside the vocabulary (0..99)'
+        >>> check_completions({"choices": "oops"}, 1, 100, False)
+        "'choices' is a str, not a list"
+    """
+    choices = reply.get("choices")
+    if not isinstance(choices, list):
+        return f"'choices' is a {type(choices).__name__}, not a list"
+    if len(choices) != n:
+        return f"{len(choices)} choices for {n} prompts"
+    for index, choice in enumerate(choices):
+        where = f"choices[{index}]"
+        if not isinstance(choice, dict):
+            return f"{where} is a {type(choice).__name__}, not an object"
+        if not isinstance(choice.get("finish_reason"), (str, type(None))):
+            return f"{where}.finish_reason is not a string"
+        if not isinstance(choice.get("index", 0), (int, type(None))):
+            return f"{where}.index is not an integer"
+        if not isinstance(choice.get("text", ""), (str, type(None))):
+            return f"{where}.text is not a string"
+        logprobs = choice.get("logprobs")
+        if logprobs is not None:
+            reported = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else logprobs
+            if not isinstance(reported, (list, type(None))):
+                return f"{where}.logprobs.token_logprobs is not a list"
+            for position, value in enumerate(reported or []):
+                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                    return f"{where}.logprobs.token_logprobs[{position}] is {value!r:.40}, not a number"
+        if token_ids:
+            ids = choice.get("token_ids")
+            if not isinstance(ids, list):
+                return (f"{where}.token_ids is missing (vLLM >= 0.10.2 returns them with return_token_ids; for "
+                        "other servers use api='openai')" if ids is None else f"{where}.token_ids is not a list")
+            for position, value in enumerate(ids):
+                if isinstance(value, bool) or not isinstance(value, int):
+                    return f"{where}.token_ids[{position}] is {value!r:.40}, not an integer"
+                if not 0 <= value < vocab_size:
+                    return f"{where}.token_ids[{position}] is {value}, outside the vocabulary (0..{vocab_size - 1})"
+    return None
 
 
 def drift_stats(samples: Sequence["Sample"], trainer_logprobs: Sequence[Sequence[float]]) -> dict[str, float]:

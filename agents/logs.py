@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,20 @@ class GroupLog:
 
     def restore(self, step: int) -> None:
         """Drop rows of steps after ``step`` (a resumed run logs them again)."""
-        if self.path.is_file():
-            rows = [line for line in self.path.read_text().splitlines() if line.strip() and (json.loads(line).get("step") or 0) < step]
-            self.path.write_text("".join(row + "\n" for row in rows))
+        if not self.path.is_file():
+            return
+        kept, torn = [], []
+        for number, line in enumerate(self.path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                row_step = row.get("step") or 0
+                if row_step < step:
+                    kept.append(line)
+            except (ValueError, AttributeError, TypeError):  # a row cut by a kill during its write
+                torn.append(number)
+        if torn:
+            warnings.warn(f"{self.path}: dropped {len(torn)} unreadable row(s) (line {', '.join(map(str, torn[:5]))}"
+                          f"{', ...' if len(torn) > 5 else ''}), most likely cut by a kill during the write", stacklevel=2)
+        self.path.write_text("".join(row + "\n" for row in kept), encoding="utf-8")

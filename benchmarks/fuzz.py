@@ -1,19 +1,23 @@
 """Fuzz every registered env id with a hostile agent and a hostile judge, and try to get out of
 the python tool's sandbox. Counts crashes (any exception out of reset / step), slow steps (over
-5 s), lost trajectories (a finished episode without its episode result, or a judged group that
-returned fewer trajectories than it was given), judge faults injected, and sandbox escapes.
+5 s beyond the env's tool budget, ``ChatEnv.max_tool_seconds``, for ids with tools), lost
+trajectories (a finished episode without its episode result, or a judged group that returned
+fewer trajectories than it was given), observations outside the observation space, judge faults
+injected, and sandbox escapes. Single envs, group vector envs of judged ids, and Gymnasium's
+AsyncVectorEnv (observations through shared memory, where a lone surrogate once killed workers).
 
-    python benchmarks/fuzz.py                 # 10,000+ actions over all ids, 60 escape attempts
+    python benchmarks/fuzz.py                 # 20,000+ actions over all ids, 98 escape attempts
     python benchmarks/fuzz.py --actions 300   # a quick look
 
-Ends with ``RESULT actions=<n> crashes=0 slow_steps=0 lost_trajectories=0 judge_faults=<n>
-sandbox_escapes=0 of <k>``.
+Ends with ``RESULT actions=<n> crashes=0 slow_steps=0 lost_trajectories=0 invalid_observations=0
+judge_faults=<n> sandbox_escapes=0 of <k>``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import random
 import sys
 import time
@@ -30,6 +34,7 @@ from rubricgym.testing.hostile import ESCAPES, FaultyJudge, FuzzReport, fuzz_env
 from rubricgym.llm import LLM, LLMConfig  # noqa: E402
 from rubricgym.registration import scheme_of  # noqa: E402
 from rubricgym.sandbox import run_python  # noqa: E402
+from rubricgym.spaces import ChatSpace  # noqa: E402
 from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 
 
@@ -53,10 +58,46 @@ def env_kwargs(env_id: str, backend: FaultyJudge) -> dict:
         kwargs["dataset"] = "simple_python"
     if base == "Math-v0":
         kwargs["tools"] = ["calculator", "python"]  # the hostile agent's python calls run in the real sandbox
+    if base == "RagSupport-v0":
+        kwargs["mode"] = "agentic"  # the search tool
     return kwargs
 
 
-def fuzz_groups(env_id: str, backend: FaultyJudge, rng: random.Random, steps: int, report: FuzzReport) -> None:
+def slow_limit(env_id: str) -> float:
+    """Seconds a step may take: 5, plus the tool time its calls may share where the env runs tools."""
+    env = gym.make(env_id, disable_env_checker=True, **env_kwargs(env_id, FaultyJudge()))
+    base = env.unwrapped
+    limit = 5.0 + (base.max_tool_seconds if base.tools and base.execute_tools else 0.0)
+    env.close()
+    return limit
+
+
+def fuzz_async(env_id: str, rng: random.Random, steps: int, report: FuzzReport) -> None:
+    """Hostile actions through Gymnasium's AsyncVectorEnv (observations cross shared memory)."""
+    envs = gym.make_vec(env_id, num_envs=2, vectorization_mode="async", **env_kwargs(env_id, FaultyJudge()))
+    try:
+        envs.reset(seed=rng.randrange(10**6))
+        for _ in range(steps):
+            action = hostile_action(rng)
+            try:  # AsyncVectorEnv sends actions to its workers with pickle: what pickle refuses never leaves
+                pickle.dumps(action)  # the caller (Gymnasium's transport, not an env), so it is not drawn here
+            except (RecursionError, pickle.PicklingError, TypeError):
+                continue
+            report.actions += 2
+            try:
+                observations, rewards, *_ = envs.step([action, rng.choice(("\ud800", "\udfff \\boxed{1}"))])
+                if not all(ChatSpace().contains(list(o)) for o in observations) or not np.isfinite(rewards).all():
+                    report.invalid_observations += 1
+                    report.invalid.append(f"{env_id} (async): observation outside the space or reward {rewards}")
+            except Exception as err:  # what this harness counts
+                report.crashes.append(f"{env_id} (async): {type(err).__name__}: {str(err)[:200]}")
+                break
+    finally:
+        envs.close(terminate=True)
+
+
+def fuzz_groups(env_id: str, backend: FaultyJudge, rng: random.Random, steps: int, report: FuzzReport,
+                slow_s: float = 5.0) -> None:
     """Hostile actions through the group vector env (where group judges write back)."""
     envs = gym.make_vec(env_id, num_envs=4, group_size=2, **env_kwargs(env_id, backend))
     envs.reset(seed=rng.randrange(10**6))
@@ -77,17 +118,18 @@ def fuzz_groups(env_id: str, backend: FaultyJudge, rng: random.Random, steps: in
             report.crashes.append(f"{env_id} (group): {type(err).__name__}: {str(err)[:200]}")
             envs = gym.make_vec(env_id, num_envs=4, group_size=2, **env_kwargs(env_id, backend))
             envs.reset(seed=rng.randrange(10**6))
-        if time.perf_counter() - start > 5.0 * 4:  # four members' steps
+        if time.perf_counter() - start > slow_s * 4:  # four members' steps
             report.slow_steps.append(f"{env_id} (group)")
     envs.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--actions", type=int, default=1100, help="single-env actions per registered id")
+    parser.add_argument("--actions", type=int, default=1200, help="single-env actions per registered id")
     parser.add_argument("--group-steps", type=int, default=60, help="group-env steps per judged id")
+    parser.add_argument("--async-steps", type=int, default=40, help="AsyncVectorEnv steps per family's base id")
     parser.add_argument("--seed", type=int, default=0)
-    add_smoke_flag(parser, actions=10, group_steps=2)
+    add_smoke_flag(parser, actions=10, group_steps=2, async_steps=2)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     report = FuzzReport()
@@ -96,10 +138,13 @@ def main() -> None:
     started = time.perf_counter()
     for env_id in tqdm(ids, desc="fuzzing ids"):
         kwargs = env_kwargs(env_id, backend)
+        slow_s = slow_limit(env_id)
         fuzz_env(lambda: without_order_enforcing(gym.make(env_id, disable_env_checker=True, **kwargs)), rng,
-                 args.actions, report=report, label=env_id)
+                 args.actions, slow_s=slow_s, report=report, label=env_id)
         if scheme_of(env_id) is not None and scheme_of(env_id).judge_knob:
-            fuzz_groups(env_id, backend, rng, args.group_steps, report)
+            fuzz_groups(env_id, backend, rng, args.group_steps, report, slow_s)
+        if scheme_of(env_id) is None:
+            fuzz_async(env_id, rng, args.async_steps, report)
     escaped = try_escapes(lambda code: run_python(code)[0])
     minutes = (time.perf_counter() - started) / 60
     print(f"ids: {len(ids)}; episodes finished: {report.episodes}; invalid observations or rewards: "
@@ -107,7 +152,8 @@ def main() -> None:
     for line in (report.crashes + report.slow_steps + report.invalid + escaped)[:20]:
         print("  ", line)
     print(f"RESULT actions={report.actions} crashes={len(report.crashes)} slow_steps={len(report.slow_steps)} "
-          f"lost_trajectories={report.lost_trajectories} invalid_steps={report.invalid_observations} judge_faults={backend.faults} "
+          f"lost_trajectories={report.lost_trajectories} invalid_observations={report.invalid_observations} "
+          f"judge_faults={backend.faults} "
           f"sandbox_escapes={len(escaped)} of {len(ESCAPES)}")
     sys.exit(1 if report.crashes or report.slow_steps or report.lost_trajectories or report.invalid or escaped else 0)
 

@@ -334,7 +334,7 @@ class JudgedReward:
         self.groups_scored = 0
 
     def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
-        from rubricgym.judges.base import Member, run_sync
+        from rubricgym.judges.base import Member, run_sync, score_or_fail
         from rubricgym.records import EpisodeResult
 
         rewards: list[float | None] = []
@@ -351,7 +351,7 @@ class JudgedReward:
                 episode = EpisodeResult(task_id=str(row.get("task_id", start)), specification=system, task=task,
                                         answer=reply, correct=correct, reward=base)
                 members.append(Member(messages + [{"role": "assistant", "content": reply}], episode))
-            result = run_sync(self.scorer.score_group(str(start), members))
+            result = run_sync(score_or_fail(self.scorer, str(start), members))
             self.groups_scored += 1
             rewards += [None if result.failed else float(score.reward) for score in result.members]
         return rewards

@@ -147,7 +147,7 @@ async def rescore_rows(env_ids: Sequence[str], uids: Sequence[str], episodes: Se
                        messages: Sequence[list], scorers: dict[str, Any] | None = None) -> tuple[list[float | None], list[dict]]:
     """New rewards for rows of judged ids, each ``uid`` group scored whole (None: leave the row's
     reward as it is: a base id, a failed judge, or an episode without a result)."""
-    from rubricgym.judges.base import Member
+    from rubricgym.judges.base import Member, score_or_fail
     from rubricgym.records import EpisodeResult
 
     rewards: list[float | None] = [None] * len(uids)
@@ -162,7 +162,7 @@ async def rescore_rows(env_ids: Sequence[str], uids: Sequence[str], episodes: Se
         if scorer is None or any(episodes[r] is None for r in rows):
             continue
         members = [Member(list(messages[r]), EpisodeResult.model_validate(episodes[r])) for r in rows]
-        jobs.append((rows, scorer.score_group(uid, members)))
+        jobs.append((rows, score_or_fail(scorer, uid, members)))
     results = await asyncio.gather(*(job for _, job in jobs))
     for (rows, _), result in zip(jobs, results):
         for row, score in zip(rows, result.members):

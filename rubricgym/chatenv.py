@@ -53,7 +53,7 @@ import gymnasium as gym
 
 from rubricgym.records import EpisodeResult
 from rubricgym.spaces import AssistantReplySpace, ChatSpace
-from rubricgym.tools import ParsedAction, Tool, execute_tool_calls, parse_action
+from rubricgym.tools import MAX_TOOL_CALLS, ParsedAction, Tool, execute_tool_calls, parse_action
 
 ENDED = "the episode has ended; call reset() before step()"
 TURN_LIMIT = "turn limit reached without a final answer"
@@ -150,6 +150,9 @@ class ChatEnv(gym.Env):
     max_action_chars: int = 200_000
     #: whether tool calls in a reply are executed (False: the calls are the answer, as in BFCL)
     execute_tools: bool = True
+    #: tool time one reply's calls share; calls past it are answered with an error (k sandboxed
+    #: python calls would otherwise take k times the sandbox's own limit)
+    max_tool_seconds: float = 10.0
     #: what runs train and evaluate with unless told otherwise
     training: TrainingDefaults = TrainingDefaults()
 
@@ -269,10 +272,14 @@ class ChatEnv(gym.Env):
             return self._finish(None, error=parsed.invalid, truncated=False)
         self.messages.append(parsed.assistant_message())
         if self.tools and self.execute_tools and parsed.wants_tools:
-            results, errors = execute_tool_calls(parsed, self.tools, after_each=self.after_tool_call)
+            results, errors = execute_tool_calls(parsed, self.tools, after_each=self.after_tool_call,
+                                                 max_seconds=self.max_tool_seconds)
             self.messages += results
             if self._turn >= self.max_turns:
                 return self._finish(None, error=TURN_LIMIT, truncated=True)
+            # another turn could add a reply's worth of calls and errors: stay inside the space
+            if len(self.messages) + 2 * MAX_TOOL_CALLS + 4 > self.observation_space.max_messages:
+                return self._finish(None, error=f"the conversation reached {len(self.messages):,} messages", truncated=True)
             return self._continue(errors)
         return self._finish(parsed, error=None, truncated=False)
 

@@ -15,6 +15,8 @@ Offline, a hub id fails with :class:`DatasetLoadError` saying so, not with a net
 
 from __future__ import annotations
 
+import hashlib
+import http.client
 import json
 import os
 import urllib.error
@@ -44,6 +46,11 @@ class PublicDataset:
     """The licence of the upstream files (stated before every fetch)."""
     convert: Callable[[list[bytes]], list[dict[str, Any]]] | None = None
     """Upstream file contents -> the rows written to ``file`` (None: the single file as it is)."""
+    rows: int = 0
+    """Rows a whole download gives at least (the count of ../shared/data's copy); fewer is a cut
+    download and nothing is written (0: not checked)."""
+    sha256: tuple[str, ...] = ()
+    """Pinned SHA-256 of each upstream file (empty: not pinned); a mismatch writes nothing."""
 
 
 #: short name -> where it is; env families add the public sets they read with
@@ -53,11 +60,16 @@ KNOWN_DATASETS: dict[str, PublicDataset] = {}
 
 def register_dataset(name: str, shared_file: str = "", hub_id: str = "", split: str = "train", *,
                      urls: tuple[str, ...] = (), licence: str = "",
-                     convert: Callable[[list[bytes]], list[dict[str, Any]]] | None = None) -> None:
+                     convert: Callable[[list[bytes]], list[dict[str, Any]]] | None = None,
+                     rows: int = 0, sha256: tuple[str, ...] = ()) -> None:
     """Name a public dataset for :func:`load_records`: its file under a data folder, its Hugging
     Face id and split (for users online), and the pinned upstream file(s) with their licence that
-    :func:`fetch_dataset` downloads and ``convert`` turns into that file's rows."""
-    KNOWN_DATASETS[name] = PublicDataset(name, shared_file, hub_id, split, tuple(urls), licence, convert)
+    :func:`fetch_dataset` downloads and ``convert`` turns into that file's rows (at least ``rows``
+    of them; each file matching its ``sha256`` where pinned)."""
+    if sha256 and len(sha256) != len(urls):
+        raise ValueError(f"{name}: {len(sha256)} checksums for {len(urls)} upstream files")
+    KNOWN_DATASETS[name] = PublicDataset(name, shared_file, hub_id, split, tuple(urls), licence, convert, rows,
+                                         tuple(sha256))
 
 
 def user_data_dir() -> Path:
@@ -129,20 +141,32 @@ def fetch_dataset(name: str, dest: Path | None = None, timeout_s: float = 60.0) 
     dataset = _fetchable(name)
     target = (dest or user_data_dir()) / dataset.file
     contents = []
-    for url in dataset.urls:
+    for index, url in enumerate(dataset.urls):
         try:
             with urllib.request.urlopen(url, timeout=timeout_s) as response:
-                contents.append(response.read())
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            reason = getattr(err, "reason", err)
+                body = response.read()  # http.client raises IncompleteRead when it gets less than Content-Length
+                length = response.headers.get("Content-Length")
+            if length is not None and length.strip().isdigit() and len(body) != int(length):
+                raise DatasetFetchError(f"{url}: {len(body):,} bytes received of {int(length):,}; nothing was written",
+                                        url, "cut")
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
+            reason = getattr(err, "reason", None) or f"{type(err).__name__}: {err}"
             raise DatasetFetchError(f"could not download {url} ({reason}); offline? Nothing was written. "
                                     f"This would fetch:\n{fetch_plan(name, dest)}", url, str(reason)) from None
+        if dataset.sha256 and hashlib.sha256(body).hexdigest() != dataset.sha256[index]:
+            raise DatasetFetchError(f"{url}: SHA-256 {hashlib.sha256(body).hexdigest()} is not the pinned "
+                                    f"{dataset.sha256[index]}; nothing was written", url, "checksum")
+        contents.append(body)
+    rows = dataset.convert(contents) if dataset.convert is not None else None
+    count = len(rows) if rows is not None else len(read_jsonl_or_json(contents[0]))
+    if count < dataset.rows:
+        raise DatasetFetchError(f"{name}: the download holds {count:,} rows, the pinned upstream file {dataset.rows:,}: "
+                                "a cut download; nothing was written", dataset.urls[0], "too few rows")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    if dataset.convert is None:
+    if rows is None:
         partial.write_bytes(contents[0])
     else:
-        rows = dataset.convert(contents)
         partial.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
     partial.replace(target)  # atomic: a failed fetch never leaves half a file for the loader
     return target

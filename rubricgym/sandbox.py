@@ -5,8 +5,16 @@ The boundary is an established isolation tool, not Python: each call runs the co
 namespaces of every kind (user, PID, network, IPC, UTS, cgroup, mount):
 
 * the filesystem is a read-only bind of ``/usr`` (the system Python and its standard library)
-  plus a private ``tmpfs`` scratch folder (``/work``, size-limited); nothing else of the host
+  on a read-only root, plus one private ``tmpfs`` (``/work`` and ``/dev/shm``) limited in bytes
+  and in inodes (files): its size is host memory, so a flood of files stops there. bubblewrap
+  cannot limit inodes, so a few lines of trusted setup (:data:`_REAPER`) mount that tmpfs in a
+  user and mount namespace of their own before starting bubblewrap; nothing else of the host
   exists inside: no ``/etc``, ``/root``, ``/home``, other episodes' folders or the project;
+* a seccomp filter (:func:`seccomp_filter`, loaded by bubblewrap's ``--seccomp``) refuses new
+  namespaces (``unshare``, ``setns``, namespace flags of ``clone``; ``clone3`` answers ENOSYS so
+  libc falls back to ``clone``), io_uring, bpf, ptrace, the keyring, perf events, userfaultfd,
+  cross-process memory access and every mount call, and bubblewrap's ``--disable-userns`` also
+  forbids user namespaces inside;
 * no network (an empty network namespace) and no view of other processes (its own PID
   namespace), no capabilities, a new session, killed with its parent;
 * as the unprivileged user ``nobody`` when the trainer runs as root, with rlimits: CPU seconds,
@@ -25,6 +33,7 @@ A contained violation is reported as a tool error (``Error: ...``); the env stay
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import select
@@ -39,7 +48,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from rubricgym.tools import Tool, ToolError
+from rubricgym.tools import Tool, ToolError, tool_seconds_left
 
 _PRELUDE = r'''
 import sys, os
@@ -92,7 +101,9 @@ class SandboxLimits:
     max_processes: int = 16
     """Processes the code may run at once (``RLIMIT_NPROC``; fork bombs stop there)."""
     scratch_bytes: int = 16 * 2**20
-    """Size of the private scratch folder (bubblewrap's tmpfs)."""
+    """Size of the private scratch tmpfs (``/work`` and ``/dev/shm`` share it; host memory)."""
+    scratch_inodes: int = 4096
+    """Files and folders the scratch tmpfs holds (each costs host memory outside ``scratch_bytes``)."""
     isolation: str = "bwrap"
     """``"bwrap"`` (the boundary) or ``"audit-hook"`` (the weaker guard, by explicit choice)."""
     network_namespace: bool = True
@@ -101,9 +112,70 @@ class SandboxLimits:
 
 NOBODY = 65534
 SANDBOX_PYTHON = "/usr/bin/python3"
-#: the sandbox's file system: read-only system files and a private scratch folder, nothing else
+#: the sandbox's file system: read-only system files, the scratch tmpfs (bound by the setup from the
+#: folder given as ``{scratch}``), and a read-only root and /dev; nothing else
 _BWRAP_MOUNTS = ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-                 "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev"]
+                 "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+                 "--bind", "{scratch}/work", "/work", "--bind", "{scratch}/shm", "/dev/shm",
+                 "--remount-ro", "/dev", "--remount-ro", "/"]
+
+# Syscalls the seccomp filter refuses (EPERM), by machine: (audit arch, {name: number}). The clone
+# flags that make namespaces are refused too; clone3 answers ENOSYS (its flags sit in memory a
+# classic BPF filter cannot read), which makes libc fall back to clone.
+_SECCOMP_REFUSED = ("unshare", "setns", "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "ptrace",
+                    "keyctl", "add_key", "request_key", "perf_event_open", "userfaultfd", "process_vm_readv",
+                    "process_vm_writev", "mount", "umount2", "pivot_root", "open_tree", "move_mount", "fsopen",
+                    "fsconfig", "fsmount", "fspick", "mount_setattr")
+#: syscall numbers as (x86_64, aarch64)
+_SYSCALL_NUMBERS = {
+    "unshare": (272, 97), "setns": (308, 268), "clone": (56, 220), "clone3": (435, 435), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "bpf": (321, 280), "ptrace": (101, 117),
+    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218), "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "mount": (165, 40),
+    "umount2": (166, 39), "pivot_root": (155, 41), "open_tree": (428, 428), "move_mount": (429, 429),
+    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+}
+_SYSCALLS = {machine: (arch, {name: numbers[column] for name, numbers in _SYSCALL_NUMBERS.items()})
+             for column, (machine, arch) in enumerate((("x86_64", 0xC000003E), ("aarch64", 0xC00000B7)))}
+#: CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+_CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+
+
+def seccomp_filter(machine: str | None = None) -> bytes:
+    """The seccomp program bubblewrap loads (``--seccomp FD``): classic BPF over ``seccomp_data``
+    (syscall number at offset 0, audit arch at 4, the first argument's low word at 16). Another
+    architecture's calls (and x86's x32 ABI) are refused whole.
+
+    Examples:
+        >>> program = seccomp_filter("x86_64")
+        >>> len(program) % 8, len(program) // 8 > len(_SECCOMP_REFUSED)
+        (0, True)
+    """
+    import struct
+
+    machine = machine or os.uname().machine
+    if machine not in _SYSCALLS:
+        raise ValueError(f"no seccomp filter for {machine!r} (known: {', '.join(_SYSCALLS)})")
+    arch, numbers = _SYSCALLS[machine]
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE/JSET|K, BPF_RET|K
+    # (code, jump-if-true label, jump-if-false label, k); labels resolve to relative offsets below
+    program: list[tuple[int, str | None, str | None, int]] = [(load, None, None, 4), (jeq, None, "kill", arch),
+                                                              (load, None, None, 0)]
+    if machine == "x86_64":
+        program.append((jge, "eperm", None, 0x40000000))  # the x32 ABI's numbers
+    program += [(jeq, "eperm", None, numbers[name]) for name in _SECCOMP_REFUSED]
+    program += [(jeq, "enosys", None, numbers["clone3"]), (jeq, None, "allow", numbers["clone"]),
+                (load, None, None, 16), (jset, "eperm", "allow", _CLONE_NAMESPACES)]
+    labels = {"allow": (ret, 0x7FFF0000), "eperm": (ret, 0x00050000 | 1), "enosys": (ret, 0x00050000 | 38),
+              "kill": (ret, 0x80000000)}
+    where = {name: len(program) + i for i, name in enumerate(labels)}
+    code = b""
+    for pc, (op, true, false, k) in enumerate(program):
+        jt = where[true] - pc - 1 if true else 0
+        jf = where[false] - pc - 1 if false else 0
+        code += struct.pack("=HBBI", op, jt, jf, k)
+    return code + b"".join(struct.pack("=HBBI", op, 0, 0, k) for op, k in labels.values())
 
 
 def _user_processes(uid: int) -> int:
@@ -152,11 +224,10 @@ def bwrap_problem(as_nobody: bool | None = None) -> str | None:
             _bwrap_works[as_nobody] = f"{SANDBOX_PYTHON} (the system Python the sandbox runs) is missing"
         else:
             try:
-                done = subprocess.run(_bwrap_command(SandboxLimits()) + ["-c", "print('ok')"], capture_output=True,
-                                      timeout=30, preexec_fn=_limit_child(SandboxLimits(), as_nobody))
-                ok = done.returncode == 0 and done.stdout.strip() == b"ok"
-                _bwrap_works[as_nobody] = None if ok else f"bubblewrap failed: {done.stderr.decode(errors='replace')[-300:]}"
-            except (OSError, subprocess.SubprocessError) as err:
+                output, code, _ = _run_bwrap(b"print('ok')", dataclasses.replace(SandboxLimits(), wall_time_s=30), as_nobody)
+                ok = code == 0 and output.strip() == "ok"
+                _bwrap_works[as_nobody] = None if ok else f"bubblewrap failed: {output[-300:]}"
+            except (OSError, ValueError, subprocess.SubprocessError) as err:
                 _bwrap_works[as_nobody] = f"bubblewrap failed: {err}"
     return _bwrap_works[as_nobody]
 
@@ -164,13 +235,33 @@ def bwrap_problem(as_nobody: bool | None = None) -> str | None:
 # A tiny reaper runs bubblewrap: it is a child subreaper, so whatever the sandbox leaves behind is
 # reparented to it and reaped (a container's PID 1 often reaps nothing, and zombies of ``nobody``
 # would count against RLIMIT_NPROC until no sandbox could start); SIGTERM or its own alarm kills
-# the sandbox, and it exits only when every descendant is gone.
+# the sandbox, and it exits only when every descendant is gone. Its child first enters a user and
+# mount namespace of its own and mounts the scratch tmpfs with a size and an inode limit (which
+# bubblewrap's --size cannot set) on the given folder, then starts bubblewrap, which binds it.
+# argv: wall seconds, scratch folder, tmpfs options, command...
 _REAPER = """
 import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)
 child = os.fork()
 if child == 0:
-    os.execvp(sys.argv[2], sys.argv[2:])
+    try:
+        uid, gid = os.getuid(), os.getgid()
+        libc.prctl(4, 1, 0, 0, 0)  # dumpable again after the setuid: /proc/self/*_map are ours to write
+        if libc.unshare(0x10000000 | 0x00020000) != 0:
+            raise OSError(ctypes.get_errno(), "unshare")
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as handle:
+                handle.write(text)
+        scratch = sys.argv[2].encode()
+        if libc.mount(b"tmpfs", scratch, b"tmpfs", 2 | 4 | 8, sys.argv[3].encode()) != 0:  # nosuid nodev noexec
+            raise OSError(ctypes.get_errno(), "mount")
+        os.mkdir(sys.argv[2] + "/work")
+        os.mkdir(sys.argv[2] + "/shm")
+        os.execvp(sys.argv[4], sys.argv[4:])
+    except OSError as err:
+        print(f"sandbox setup failed: {err}", flush=True)
+        os._exit(125)
 def stop(*_):
     try:
         os.kill(child, signal.SIGKILL)
@@ -197,11 +288,35 @@ os._exit(code)
 """
 
 
-def _bwrap_command(limits: SandboxLimits) -> list[str]:
-    return ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL", *_BWRAP_MOUNTS,
-            "--size", str(limits.scratch_bytes), "--tmpfs", "/work", "--chdir", "/work", "--clearenv",
+def _bwrap_command(limits: SandboxLimits, scratch: str, seccomp_fd: int) -> list[str]:
+    """The reaper and bubblewrap, as run for one execution (``scratch``: an empty host folder the
+    setup mounts the tmpfs on, in its own namespace; ``seccomp_fd``: the filter, passed open)."""
+    options = f"size={limits.scratch_bytes},nr_inodes={limits.scratch_inodes},mode=0755"
+    mounts = [arg.replace("{scratch}", scratch) for arg in _BWRAP_MOUNTS]
+    return [SANDBOX_PYTHON, "-I", "-S", "-c", _REAPER, str(limits.wall_time_s), scratch, options,
+            "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(NOBODY), "--gid", str(NOBODY),
+            "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--seccomp", str(seccomp_fd),
+            *mounts, "--chdir", "/work", "--clearenv",
             "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/work", "--setenv", "TMPDIR", "/work",
-            "--setenv", "PYTHONIOENCODING", "utf-8", SANDBOX_PYTHON, "-I", "-S"]
+            "--setenv", "PYTHONIOENCODING", "utf-8", SANDBOX_PYTHON, "-I", "-S", "-"]
+
+
+def _run_bwrap(program: bytes, limits: SandboxLimits, as_nobody: bool) -> tuple[str, int | None, str | None]:
+    scratch = tempfile.mkdtemp(prefix="rubricgym-scratch-")  # stays empty on the host: the mount is private
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, seccomp_filter())  # a few hundred bytes: the pipe holds them
+        os.close(write_end)
+        if as_nobody:
+            os.chown(scratch, NOBODY, NOBODY)
+        return _run(_bwrap_command(limits, scratch, read_end), program, limits, cwd=None, env=None,
+                    as_nobody=as_nobody, pass_fds=(read_end,))
+    finally:
+        os.close(read_end)
+        try:
+            os.rmdir(scratch)
+        except OSError:
+            pass
 
 
 _unshare_works: bool | None = None
@@ -227,7 +342,7 @@ def _read_capped(process: subprocess.Popen, limits: SandboxLimits) -> tuple[byte
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            problem = f"the code ran longer than {limits.wall_time_s:g} s and was stopped"
+            problem = f"the code ran longer than {limits.wall_time_s:.3g} s and was stopped"
             break
         ready, _, _ = select.select([fd], [], [], left)
         if not ready:
@@ -264,8 +379,7 @@ def run_python(code: str, limits: SandboxLimits | None = None) -> tuple[str, int
         problem = bwrap_problem(as_nobody)
         if problem:
             raise ToolError(f"the python sandbox cannot run here: {problem}")
-        reaper = [SANDBOX_PYTHON, "-I", "-S", "-c", _REAPER, str(limits.wall_time_s)]
-        return _run(reaper + _bwrap_command(limits) + ["-"], program, limits, cwd=None, env=None, as_nobody=as_nobody)
+        return _run_bwrap(program, limits, as_nobody)
     if limits.isolation != "audit-hook":
         raise ValueError(f"isolation must be 'bwrap' or 'audit-hook', got {limits.isolation!r}")
     workdir = tempfile.mkdtemp(prefix="rubricgym-sandbox-")
@@ -277,9 +391,9 @@ def run_python(code: str, limits: SandboxLimits | None = None) -> tuple[str, int
 
 
 def _run(command: list[str], program: bytes, limits: SandboxLimits, cwd: str | None, env: dict | None,
-         as_nobody: bool) -> tuple[str, int | None, str | None]:
+         as_nobody: bool, pass_fds: tuple[int, ...] = ()) -> tuple[str, int | None, str | None]:
     process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, preexec_fn=_limit_child(limits, as_nobody))
+                               stderr=subprocess.STDOUT, preexec_fn=_limit_child(limits, as_nobody), pass_fds=pass_fds)
     try:
         process.stdin.write(program)  # the program is read before it runs: no deadlock with its output
         process.stdin.close()
@@ -312,7 +426,10 @@ def python_tool(limits: SandboxLimits | None = None) -> Tool:
                            "tools=['python-audit-hook'] accepts the weaker in-process guard instead.")
 
     def run(args: PythonArgs) -> str:
-        output, _, problem = run_python(textwrap.dedent(args.code), limits)
+        seconds = tool_seconds_left(limits.wall_time_s)  # the step's tool budget may end sooner
+        if seconds < 0.1:
+            raise ToolError("not run: this reply's tool calls used their time")
+        output, _, problem = run_python(textwrap.dedent(args.code), dataclasses.replace(limits, wall_time_s=seconds))
         if problem:
             raise ToolError(f"{problem}\n{output[-2000:]}".strip())
         return output if output.strip() else "(no output)"

@@ -159,7 +159,8 @@ def _create_chat_shared_memory(space: ChatSpace, n: int = 1, ctx: Any = mp) -> A
 
 @write_to_shared_memory.register(ChatSpace)
 def _write_chat_to_shared_memory(space: ChatSpace, index: int, value: Any, shared_memory: Any) -> None:
-    data = json.dumps(value, ensure_ascii=False).encode()
+    # "surrogatepass": a lone surrogate an agent wrote travels as it is (strict UTF-8 refuses it)
+    data = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
     if len(data) > space.shared_memory_bytes:
         raise ValueError(f"a {len(data)}-byte conversation does not fit ChatSpace.shared_memory_bytes="
                          f"{space.shared_memory_bytes}; raise it or pass vector_kwargs={{'shared_memory': False}}")
@@ -188,7 +189,8 @@ class SharedChats(Sequence):
             raise IndexError(index)
         start = (index % self.n) * (self.space.shared_memory_bytes + _LENGTH_BYTES)
         length = int.from_bytes(self.buffer[start:start + _LENGTH_BYTES].tobytes(), "little")
-        return json.loads(self.buffer[start + _LENGTH_BYTES:start + _LENGTH_BYTES + length].tobytes()) if length else []
+        data = self.buffer[start + _LENGTH_BYTES:start + _LENGTH_BYTES + length].tobytes()
+        return json.loads(data.decode("utf-8", "surrogatepass")) if length else []
 
     def __deepcopy__(self, memo: dict) -> tuple[list[dict[str, Any]], ...]:
         return tuple(self)

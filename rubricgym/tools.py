@@ -13,7 +13,9 @@ A malformed call never raises: :func:`parse_action` returns the problems in
 
 from __future__ import annotations
 
+import contextvars
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,6 +26,66 @@ from pydantic import BaseModel, ValidationError
 OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
 #: deeper arguments are refused (JSON libraries and pydantic recurse per level)
 MAX_ARGUMENT_DEPTH = 32
+#: tool calls read from one reply; the rest are answered with one error (a reply of 10,000 calls
+#: would otherwise grow the conversation past the observation space)
+MAX_TOOL_CALLS = 32
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` whose every failure is a :class:`json.JSONDecodeError`-like ``ValueError``
+    with a readable message: broken JSON, nesting too deep for the parser, and integers longer than
+    Python converts (``int`` refuses over 4,300 digits with a plain ``ValueError``).
+
+    Examples:
+        >>> loads('{"x": ' + "9" * 5000 + '}')
+        Traceback (most recent call last):
+        ...
+        ValueError: a number has more digits than can be read (Python reads at most 4,300)
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{err.msg} at position {err.pos}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as err:
+        if "digits" in str(err):
+            raise ValueError("a number has more digits than can be read (Python reads at most 4,300)") from None
+        raise ValueError(str(err)) from None
+
+
+def json_arguments(value: Any, where: str = "arguments") -> Any:
+    """``value`` as plain JSON data: what a Python agent's dict-form arguments may hold (numpy
+    scalars and arrays, tuples) converted, anything else a ``ValueError`` naming the argument.
+
+    Examples:
+        >>> import numpy as np
+        >>> json_arguments({"n": np.int64(3), "xs": np.arange(2), "t": (1.5, None)})
+        {'n': 3, 'xs': [0, 1], 't': [1.5, None]}
+        >>> json_arguments({"blob": b"x"})
+        Traceback (most recent call last):
+        ...
+        ValueError: arguments.blob is a bytes, not a JSON value
+    """
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bool, float)) or value is None:
+        return value if type(value) in (bool, float) or value is None else float(value)
+    if isinstance(value, int):
+        if value.bit_length() > 14_000:  # about 4,200 digits: json and str() refuse past 4,300
+            raise ValueError(f"{where} is an integer too large to write ({value.bit_length():,} bits)")
+        return int(value)
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise ValueError(f"{where} has a key of type {type(key).__name__} ({key!r:.40}); JSON keys are strings")
+        return {key: json_arguments(item, f"{where}.{key}") for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_arguments(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    if type(value).__module__ == "numpy":  # numpy without importing it: scalars and arrays
+        if hasattr(value, "tolist") and getattr(value, "dtype", None) is not None and value.dtype.kind in "biuf":
+            return json_arguments(value.tolist(), where)
+    raise ValueError(f"{where} is a {type(value).__name__}, not a JSON value")
 
 
 def format_tool_call(name: str, arguments: Any) -> str:
@@ -55,8 +117,8 @@ def render_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
                 function = call.get("function", {})
                 arguments = function.get("arguments")
                 try:
-                    arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
-                except json.JSONDecodeError:
+                    arguments = loads(arguments) if isinstance(arguments, str) else arguments
+                except ValueError:
                     pass
                 calls.append(format_tool_call(function.get("name"), arguments))
             if not any(c in content for c in calls):
@@ -141,25 +203,28 @@ def _decode_call(raw: Any, where: str) -> ToolCall | str:
     arguments = raw.get("arguments", raw.get("parameters", {}))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as err:
-            return f"{where}: arguments of '{name}' are not valid JSON ({err.msg} at position {err.pos})"
-        except RecursionError:
-            return f"{where}: arguments of '{name}' are nested too deeply"
+            arguments = loads(arguments) if arguments.strip() else {}
+        except ValueError as err:
+            return f"{where}: arguments of '{name}' are not valid JSON ({err})"
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         return f"{where}: arguments of '{name}' must be a JSON object, got {type(arguments).__name__}"
     if nesting_depth(arguments, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
         return f"{where}: arguments of '{name}' are nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+    try:
+        arguments = json_arguments(arguments)
+    except ValueError as err:
+        return f"{where}: {name}'s {err}"
     call = ToolCall(name=name, arguments=arguments)
     if isinstance(raw.get("id"), str) and raw["id"]:
         call.id = raw["id"]
     return call
 
 
-def parse_action(action: Any, max_chars: int = 1_000_000) -> ParsedAction:
-    """Split an agent action (reply string or assistant message dict) into text and tool calls.
+def parse_action(action: Any, max_chars: int = 1_000_000, max_calls: int = MAX_TOOL_CALLS) -> ParsedAction:
+    """Split an agent action (reply string or assistant message dict) into text and tool calls;
+    past ``max_calls`` calls (well-formed or not) the rest are one error.
 
     Examples:
         >>> parsed = parse_action('<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>')
@@ -179,13 +244,13 @@ def parse_action(action: Any, max_chars: int = 1_000_000) -> ParsedAction:
         raw_calls = action.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             return ParsedAction(content, invalid=f"'tool_calls' must be a list, got {type(raw_calls).__name__}")
-        parsed = _parse_text(content, max_chars)
-        for index, raw in enumerate(raw_calls, start=1):
+        parsed = _parse_text(content, max_chars, max_calls)
+        for index, raw in enumerate(raw_calls[:max_calls], start=1):
             decoded = _decode_call(raw, f"tool_calls[{index - 1}]")
             (parsed.tool_calls if isinstance(decoded, ToolCall) else parsed.errors).append(decoded)
-        return parsed
+        return _cap_calls(parsed, len(parsed.tool_calls) + len(parsed.errors) + max(0, len(raw_calls) - max_calls), max_calls)
     if isinstance(action, str):
-        return _parse_text(action, max_chars)
+        return _parse_text(action, max_chars, max_calls)
     return ParsedAction(
         "",
         invalid=f"an action must be a reply string or an assistant message dict, got {type(action).__name__}",
@@ -207,26 +272,39 @@ def _tool_call_bodies(text: str) -> tuple[list[str], bool]:
         position = end + len(CLOSE_TAG)
 
 
-def _parse_text(text: str, max_chars: int) -> ParsedAction:
+def _cap_calls(parsed: ParsedAction, total: int, max_calls: int) -> ParsedAction:
+    """Keep the first ``max_calls`` calls and errors of a reply that made ``total``; one error says so."""
+    if total > max_calls:
+        parsed.tool_calls = parsed.tool_calls[:max_calls]
+        parsed.errors = parsed.errors[:max(0, max_calls - len(parsed.tool_calls))]
+        parsed.errors.append(f"the reply makes {total:,} tool calls; the first {max_calls} were read, the rest ignored")
+    return parsed
+
+
+def _parse_text(text: str, max_chars: int, max_calls: int = MAX_TOOL_CALLS) -> ParsedAction:
     if len(text) > max_chars:
         return ParsedAction(text[:200], invalid=f"the reply has {len(text):,} characters, over the limit of {max_chars:,}")
     parsed = ParsedAction(text)
     if OPEN_TAG not in text:
         return parsed
     bodies, unclosed = _tool_call_bodies(text)
+    if len(bodies) > max_calls:
+        _cap_calls(parsed, len(bodies), max_calls)
+        cap_error, bodies = parsed.errors.pop(), bodies[:max_calls]
+    else:
+        cap_error = None
     for index, body in enumerate(bodies, start=1):
         try:
-            raw = json.loads(body.strip())
-        except json.JSONDecodeError as err:
-            parsed.errors.append(f"tool call {index}: not valid JSON ({err.msg} at position {err.pos})")
-            continue
-        except RecursionError:
-            parsed.errors.append(f"tool call {index}: JSON nested too deeply")
+            raw = loads(body.strip())
+        except ValueError as err:
+            parsed.errors.append(f"tool call {index}: not valid JSON ({err})")
             continue
         decoded = _decode_call(raw, f"tool call {index}")
         (parsed.tool_calls if isinstance(decoded, ToolCall) else parsed.errors).append(decoded)
     if unclosed:
         parsed.errors.append("a <tool_call> tag is not closed with </tool_call>")
+    if cap_error:
+        parsed.errors.append(cap_error)
     return parsed
 
 
@@ -282,19 +360,46 @@ def run_tool_call(call: ToolCall, tools: dict[str, Tool]) -> tuple[str, str | No
         return f"Error: {err}", str(err)
 
 
-def execute_tool_calls(parsed: ParsedAction, tools: dict[str, Tool],
-                       after_each: Callable[[], None] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+#: when the tool calls of the current step must be done (``time.monotonic()``); tools that can run
+#: long (the python sandbox) shorten their own limit to it
+TOOL_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("rubricgym_tool_deadline", default=None)
+
+
+def tool_seconds_left(default: float) -> float:
+    """Seconds a tool may still run in this step: ``default``, or less when the step's tool budget
+    ends sooner.
+
+    Examples:
+        >>> tool_seconds_left(5.0)
+        5.0
+    """
+    deadline = TOOL_DEADLINE.get()
+    return default if deadline is None else max(0.0, min(default, deadline - time.monotonic()))
+
+
+def execute_tool_calls(parsed: ParsedAction, tools: dict[str, Tool], after_each: Callable[[], None] | None = None,
+                       max_seconds: float | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Run an action's tool calls: the messages to append (a ``tool`` message per well-formed call,
-    a ``user`` message per malformed one, which has no id to answer) and the errors met."""
+    a ``user`` message per malformed one, which has no id to answer) and the errors met. Calls
+    share ``max_seconds`` of tool time: once it is spent the rest are answered with an error."""
     messages: list[dict[str, Any]] = []
     errors = list(parsed.errors)
-    for call in parsed.tool_calls:
-        text, error = run_tool_call(call, tools)
-        if after_each is not None:
-            after_each()
-        messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
-        if error:
-            errors.append(error)
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    token = TOOL_DEADLINE.set(deadline)
+    try:
+        for call in parsed.tool_calls:
+            if deadline is not None and time.monotonic() >= deadline:
+                error = f"not run: this reply's tool calls used their {max_seconds:g} s"
+                text = f"Error: {error}"
+            else:
+                text, error = run_tool_call(call, tools)
+                if after_each is not None:
+                    after_each()
+            messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
+            if error:
+                errors.append(error)
+    finally:
+        TOOL_DEADLINE.reset(token)
     for problem in parsed.errors:
         messages.append({"role": "user", "content": f"Tool call error: {problem}"})
     return messages, errors

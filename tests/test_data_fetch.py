@@ -19,11 +19,14 @@ def data_dir(tmp_path, monkeypatch):
     return folder
 
 
-def point_at(monkeypatch, name, *files):
-    """Make ``name`` fetch local files (file:// URLs) instead of its pinned upstream ones."""
+def point_at(monkeypatch, name, *files, whole=False):
+    """Make ``name`` fetch local files (file:// URLs) instead of its pinned upstream ones; the
+    pinned row count is kept only for ``whole`` files (the others are excerpts)."""
     dataset = KNOWN_DATASETS[name]
     assert len(dataset.urls) == len(files) and all(u.startswith("https://raw.githubusercontent.com/") for u in dataset.urls)
-    monkeypatch.setitem(KNOWN_DATASETS, name, dataclasses.replace(dataset, urls=tuple(f.as_uri() for f in files)))
+    assert dataset.rows > 0  # every fetchable set pins its row count
+    monkeypatch.setitem(KNOWN_DATASETS, name, dataclasses.replace(dataset, urls=tuple(f.as_uri() for f in files),
+                                                                 rows=dataset.rows if whole else 0))
 
 
 def test_gsm8k_fetched_from_its_upstream_layout_matches_the_shared_rows(tmp_path, data_dir, monkeypatch, shared_data):
@@ -83,3 +86,69 @@ def test_offline_fetch_says_what_it_would_fetch_and_writes_nothing(tmp_path, dat
     assert cli_main(["data", "fetch", "xquad_en"]) == 2 and "join of several upstream files" in capsys.readouterr().err
     assert cli_main(["data", "fetch", "math500", "--dry-run"]) == 0
     assert "hkust-nlp/simpleRL-reason" in capsys.readouterr().out and not data_dir.exists()
+
+
+def test_pinned_row_counts_are_the_shared_copies(shared_data):
+    from rubricgym.app import llmbar
+
+    llmbar.register()
+    pinned = {name: d for name, d in KNOWN_DATASETS.items() if d.urls}
+    assert len(pinned) >= 15
+    for name, dataset in pinned.items():
+        path = shared_data / dataset.file
+        text = path.read_text()
+        count = len(json.loads(text)) if path.suffix == ".json" else sum(1 for line in text.split("\n") if line.strip())
+        assert dataset.rows == count, name
+
+
+def test_a_download_cut_at_a_line_end_writes_nothing(tmp_path, data_dir, monkeypatch, shared_data):
+    """An upstream file cut at a line end (51 of its rows) parses: the pinned row count catches it."""
+    shared = [json.loads(line) for line in (shared_data / "gsm8k" / "gsm8k_test.jsonl").read_text().splitlines()]
+    lines = [json.dumps({"question": r["problem"], "answer": r["solution"]}) + "\n" for r in shared]
+    upstream = tmp_path / "test.jsonl"
+    upstream.write_text("".join(lines[:51]))
+    point_at(monkeypatch, "gsm8k", upstream, whole=True)
+    with pytest.raises(DatasetFetchError, match="51 rows, the pinned upstream file 1,319: a cut download"):
+        fetch_dataset("gsm8k")
+    assert not data_dir.exists()
+    upstream.write_text("".join(lines))
+    assert len(load_records(str(fetch_dataset("gsm8k")))) == 1319
+
+
+def test_a_body_shorter_than_its_content_length_and_a_wrong_checksum_write_nothing(tmp_path, data_dir, monkeypatch):
+    """A server that closes the connection before Content-Length bytes (http.client's IncompleteRead
+    escaped before), and a pinned checksum that does not match."""
+    import hashlib
+    import http.server
+    import threading
+
+    body = b'{"question": "1+1?", "answer": "#### 2"}\n'
+
+    class Short(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body) + 1000) if self.path == "/short" else str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Short)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        gsm8k = KNOWN_DATASETS["gsm8k"]
+        monkeypatch.setitem(KNOWN_DATASETS, "gsm8k", dataclasses.replace(gsm8k, urls=(f"{base}/short",), rows=0))
+        with pytest.raises(DatasetFetchError, match="IncompleteRead"):
+            fetch_dataset("gsm8k", timeout_s=10)
+        monkeypatch.setitem(KNOWN_DATASETS, "gsm8k", dataclasses.replace(gsm8k, urls=(f"{base}/whole",), rows=0,
+                                                                         sha256=("0" * 64,)))
+        with pytest.raises(DatasetFetchError, match="is not the pinned 0000"):
+            fetch_dataset("gsm8k", timeout_s=10)
+        assert not data_dir.exists()
+        monkeypatch.setitem(KNOWN_DATASETS, "gsm8k", dataclasses.replace(gsm8k, urls=(f"{base}/whole",), rows=1,
+                                                                         sha256=(hashlib.sha256(body).hexdigest(),)))
+        assert load_records(str(fetch_dataset("gsm8k", timeout_s=10)))[0]["answer"] == "2"
+    finally:
+        server.shutdown()

@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rubricgym.judges.base import GroupScorer, Member, apply_member_score, run_sync
+from rubricgym.judges.base import GroupScorer, Member, apply_member_score, run_sync, score_or_fail
 from rubricgym.records import episode_of
 
 
@@ -52,8 +52,8 @@ class GroupReward(gym.vector.VectorWrapper):
         trajectories = {g: [infos["trajectory"][i] for i in base.members(g)] for g in groups}
 
         async def score_all():
-            return await asyncio.gather(*(self.scorer.score_group(
-                str(trajectories[g][0].task_id), [Member.from_trajectory(t) for t in trajectories[g]]) for g in groups))
+            return await asyncio.gather(*(score_or_fail(self.scorer, str(trajectories[g][0].task_id),
+                                                        [Member.from_trajectory(t) for t in trajectories[g]]) for g in groups))
 
         results = run_sync(score_all())
         rewards = np.asarray(rewards, dtype=np.float64).copy()
@@ -114,7 +114,7 @@ class EpisodeReward(gym.Wrapper):
         member = Member(list(obs), episode, info.get("rubric_text"))
         history = self.history[self._task_id] if self.history_size else deque()
         members = list(history) + [member]
-        result = run_sync(self.scorer.score_group(self._task_id, members))
+        result = run_sync(score_or_fail(self.scorer, self._task_id, members))
         if self.history_size:
             history.append(member)
         score = result.members[-1]

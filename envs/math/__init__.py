@@ -8,7 +8,7 @@ from rubricgym.tools import register_tool
 
 from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig, math_candidates, shaped_reward
 from .grader import Extraction, answers_match, extract_answer, last_boxed, math_correct
-from .tasks import LEVELS, PUBLIC_DATASETS, UPSTREAM, rows_from_upstream, MathTask, generate_task, generated_tasks, load_tasks
+from .tasks import LEVELS, PUBLIC_DATASETS, UPSTREAM, UPSTREAM_ROWS, rows_from_upstream, MathTask, generate_task, generated_tasks, load_tasks
 
 
 def register() -> None:
@@ -21,7 +21,7 @@ def register() -> None:
     for name, (shared_file, hub_id, split) in PUBLIC_DATASETS.items():
         url, licence = UPSTREAM.get(name, ("", ""))
         register_dataset(name, shared_file, hub_id, split, urls=(url,) if url else (), licence=licence,
-                         convert=partial(rows_from_upstream, name))
+                         convert=partial(rows_from_upstream, name), rows=UPSTREAM_ROWS.get(name, 0))
     register_family("Math", MathEnv, default=True, ruler={"combine": "sum"}, rubric={},
                     function={"fn": "rubricgym.envs.math:shaped_reward", "name": "shaped"})
 

@@ -95,12 +95,14 @@ def extract_answer(text: str, fallback: str = "last_number") -> Extraction:
 #: a multiple-choice label before the answer, as AMC solutions write it: "\\textbf{(C) }70"
 PERCENT = re.compile(r"\\?%$")
 CHOICE_LABEL = re.compile(r"^\\(?:textbf|text|mathrm|mathbf)\{\s*\(?[A-E]\)\s*\}\s*")
+TEXT_COMMAND = re.compile(r"\\text\{([^{}]*)\}")
 
 
 def _normalise(answer: str) -> str:
     answer = answer.strip().strip("$").strip()
     answer = CHOICE_LABEL.sub("", answer)
-    answer = re.sub(r"\\text\{\s*([^{}]*?)\s*\}", r"\1", answer)
+    # one scan to the closing brace, stripped after: "\\s*([^{}]*?)\\s*" backtracks cubically on spaces
+    answer = TEXT_COMMAND.sub(lambda match: match.group(1).strip(), answer)
     answer = re.sub(r"\\(?:left|right|displaystyle|!|,|;|:)", "", answer)
     answer = answer.replace("dfrac", "frac").replace("tfrac", "frac")
     answer = re.sub(r"\s+", "", answer).rstrip(".")

@@ -59,6 +59,12 @@ UPSTREAM: dict[str, tuple[str, str]] = {
 }
 
 
+#: rows a whole download of each upstream file converts to, at least (the count of ../shared/data's
+#: copy, built from the same commit): fewer is a cut download
+UPSTREAM_ROWS: dict[str, int] = {"gsm8k": 1319, "gsm8k_train": 7473, "math500": 500, "aime2024": 30,
+                                 "aime_1983_2023": 975, "math_train": 7472, "deepmath_5k": 4994}
+
+
 def rows_from_upstream(name: str, contents: list[bytes]) -> list[dict[str, Any]]:
     """An upstream math file (JSONL or a JSON list, any column layout the loader knows) as rows
     with the shared fields: ``id``, ``problem``, ``answer`` (a string, integers without leading

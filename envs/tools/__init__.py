@@ -5,7 +5,7 @@ from functools import partial
 from rubricgym.data import register_dataset
 from rubricgym.registration import register_family
 
-from .bfcl import CATEGORIES, check_calls, rows_from_upstream, to_openai_schema, truth_calls, upstream_urls
+from .bfcl import CATEGORIES, CATEGORY_ROWS, check_calls, rows_from_upstream, to_openai_schema, truth_calls, upstream_urls
 from .function_call import FunctionCallConfig, FunctionCallEnv
 from .tool_use import ToolUseConfig, ToolUseEnv, tooluse_candidates
 
@@ -16,7 +16,8 @@ def register() -> None:
     0.75 x env + 0.25 x RULER score."""
     for category in CATEGORIES:
         register_dataset(f"bfcl_{category}", f"bfcl_v4/{category}.jsonl", urls=upstream_urls(category),
-                         licence="Apache-2.0 (ShishirPatil/gorilla)", convert=partial(rows_from_upstream, category))
+                         licence="Apache-2.0 (ShishirPatil/gorilla)", convert=partial(rows_from_upstream, category),
+                         rows=CATEGORY_ROWS[category])
     register_family("ToolUse", ToolUseEnv, ruler={"combine": {"env": 0.75, "ruler": 0.25}})
     register_family("FunctionCall", FunctionCallEnv)
 

@@ -12,6 +12,7 @@ rows (no ground truth, category ``*relevance`` but not ``irrelevance``) only whe
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from itertools import permutations
 from typing import Any, Sequence
 
@@ -31,7 +32,10 @@ def values_equal(value: Any, expected: Any, param_type: str | None = None) -> bo
     if isinstance(expected, (int, float)) and isinstance(value, (int, float)):
         if param_type in ("integer", "int") and isinstance(value, float):
             return False  # BFCL's checker wants an int here: 3.0 is the wrong type, as in BFCL
-        return float(value) == float(expected)
+        try:  # exact for integers of any size (float() overflows past 10^308)
+            return Fraction(value) == Fraction(expected)
+        except (ValueError, OverflowError):  # nan and inf
+            return float(value) == float(expected)
     if isinstance(expected, str) and isinstance(value, str):
         return normalise_string(value) == normalise_string(expected)
     if isinstance(expected, str) and isinstance(value, (int, float)) and param_type in ("any", "String", "string", None):
@@ -216,6 +220,9 @@ _GORILLA = ("https://raw.githubusercontent.com/ShishirPatil/gorilla/6ea57973c7a6
 #: the single-turn BFCL v4 categories ``FunctionCall-v0`` reads (``rubricgym data fetch bfcl_<category>``)
 CATEGORIES = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
               "irrelevance", "live_simple")
+#: questions in each category's upstream file (a download with fewer was cut)
+CATEGORY_ROWS = {"simple_python": 400, "simple_java": 100, "simple_javascript": 50, "multiple": 200, "parallel": 200,
+                 "parallel_multiple": 200, "irrelevance": 240, "live_simple": 258}
 
 
 def upstream_urls(category: str) -> tuple[str, ...]:

@@ -19,6 +19,8 @@ _UPSTREAM = "https://raw.githubusercontent.com/princeton-nlp/LLMBar/900616b/Data
 #: subset -> path under the upstream Dataset/LLMBar folder
 SUBSETS = {"natural": "Natural", "adversarial_neighbor": "Adversarial/Neighbor",
            "adversarial_gptinst": "Adversarial/GPTInst"}
+#: pairs in each upstream file (a download with fewer was cut)
+SUBSET_ROWS = {"natural": 100, "adversarial_neighbor": 134, "adversarial_gptinst": 92}
 
 
 def register() -> None:
@@ -26,7 +28,7 @@ def register() -> None:
     for subset, upstream in SUBSETS.items():
         if f"llmbar_{subset}" not in KNOWN_DATASETS:
             register_dataset(f"llmbar_{subset}", f"llmbar/{subset}.json", urls=(f"{_UPSTREAM}/{upstream}/dataset.json",),
-                             licence="MIT (princeton-nlp/LLMBar)")
+                             licence="MIT (princeton-nlp/LLMBar)", rows=SUBSET_ROWS[subset])
 
 
 def load_pairs(subset: str) -> list[dict[str, Any]]:

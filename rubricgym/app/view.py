@@ -22,12 +22,20 @@ CURVES = (("reward", "training reward"), ("train_accuracy", "training success"),
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSONL file, each tagged with where it came from (``_where``: ``file:line``)."""
     from rubricgym.data import DatasetLoadError, read_file
 
     try:
-        return read_file(path)
+        rows = read_file(path)
     except DatasetLoadError as err:
         raise SystemExit(str(err)) from None
+    lines = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    tagged = []
+    for row, line in zip(rows, lines):
+        if not isinstance(row, dict):
+            raise SystemExit(f"{path}:{line}: a row must be a JSON object, got {type(row).__name__}")
+        tagged.append({**row, "_where": f"{path}:{line}"})
+    return tagged
 
 
 def load(source: str | Path) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -38,7 +46,7 @@ def load(source: str | Path) -> tuple[str, list[dict[str, Any]], list[dict[str, 
         groups = read_jsonl(source / "groups.jsonl") if (source / "groups.jsonl").is_file() else []
         if not metrics and not groups:
             raise SystemExit(f"{source}: no metrics.jsonl or groups.jsonl (is it a `rubricgym train` output folder?)")
-        return f"run {source.resolve().name}", metrics, groups
+        return f"run {source.resolve().name}", _checked_metrics(metrics), groups
     if not source.is_file():
         raise SystemExit(f"{source}: no such file or folder")
     rows = read_jsonl(source)
@@ -46,6 +54,14 @@ def load(source: str | Path) -> tuple[str, list[dict[str, Any]], list[dict[str, 
     if not groups:
         raise SystemExit(f"{source}: no group rows (expected the output of `rubricgym judge --output` or groups.jsonl)")
     return source.name, [], groups
+
+
+def _checked_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Metric rows with a numeric step; a row without one is named, not plotted into a traceback."""
+    for row in rows:
+        if isinstance(row.get("step"), bool) or not isinstance(row.get("step"), (int, float)):
+            raise SystemExit(f"{row['_where']}: a metrics row needs a numeric 'step', got {row.get('step')!r:.60}")
+    return rows
 
 
 def curves_png(metrics: list[dict[str, Any]]) -> str | None:
@@ -82,16 +98,28 @@ def render(source: str | Path, output: str | Path | None = None) -> Path:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     title, metrics, groups = load(source)
+    template = Environment(loader=PackageLoader("rubricgym.app", "templates"),
+                           autoescape=select_autoescape(["html"])).get_template("report.html")
+
+    def page(shown: list[dict[str, Any]], curves: str | None) -> str:
+        steps: dict[Any, list[dict[str, Any]]] = {}
+        for group in shown:
+            steps.setdefault(group.get("step"), []).append(group)
+        return template.render(title=title, curves=curves, groups=shown, failed=sum(g["failed"] for g in shown),
+                               steps=sorted(steps.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)),
+                               metrics_rows=len(metrics))
+
     for index, group in enumerate(groups):
         group["index"] = index
-        group["failed"] = _failed(group)
-    steps: dict[Any, list[dict[str, Any]]] = {}
-    for group in groups:
-        steps.setdefault(group.get("step"), []).append(group)
-    env = Environment(loader=PackageLoader("rubricgym.app", "templates"), autoescape=select_autoescape(["html"]))
-    html = env.get_template("report.html").render(
-        title=title, curves=curves_png(metrics), steps=sorted(steps.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)),
-        groups=groups, failed=sum(g["failed"] for g in groups), metrics_rows=len(metrics))
+        try:  # a row the report cannot show is named, with what is wrong in it
+            if isinstance(group.get("step"), bool) or not isinstance(group.get("step"), (int, float, type(None))):
+                raise TypeError(f"'step' must be a number or null, got {group.get('step')!r:.60}")
+            group["failed"] = _failed(group)
+            page([group], None)
+        except Exception as err:
+            raise SystemExit(f"{group['_where']}: this group row cannot be shown ({type(err).__name__}: "
+                             f"{str(err)[:200]})") from None
+    html = page(groups, curves_png(metrics))
     path = Path(output) if output else (Path(source) / "report.html" if Path(source).is_dir() else Path(source).with_suffix(".html"))
     path.write_text(html, encoding="utf-8")
     return path

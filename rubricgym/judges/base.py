@@ -131,11 +131,35 @@ def apply_member_score(trajectory: Trajectory, score: MemberScore, group: GroupS
     trajectory.reward = float(score.reward)
 
 
+async def score_or_fail(scorer: GroupScorer, task_id: str, members: Sequence[Member]) -> GroupScore:
+    """``scorer.score_group``, where a scorer that raises (a bug, an absurd reply no parser
+    expected) or returns the wrong number of members is a failed judgement: each member keeps its
+    env reward and the group is never lost.
+
+    Examples:
+        >>> class Broken:
+        ...     name, relative = "broken", True
+        ...     async def score_group(self, task_id, members): raise ValueError("Exceeds the limit (4300 digits)")
+        >>> result = run_sync(score_or_fail(Broken(), "t", [Member([], None)]))
+        >>> result.failed, result.members[0].reward, result.info["error"][:10]
+        (True, 0.0, 'ValueError')
+    """
+    try:
+        result = await scorer.score_group(task_id, members)
+        if len(result.members) == len(members):
+            return result
+        error = f"the scorer returned {len(result.members)} scores for {len(members)} members"
+    except Exception as err:  # whatever it was, the group keeps its env rewards
+        error = f"{type(err).__name__}: {str(err)[:300]}"
+    return GroupScore([MemberScore(m.env_reward, info={f"{scorer.name}_failed": True}) for m in members],
+                      failed=True, info={"error": error})
+
+
 async def rescore_group(group: Group, scorer: GroupScorer) -> GroupScore:
     """Score a recorded :class:`~rubricgym.records.Group` in place (the one way to rescore
     finished trajectories); every trajectory is kept, also when the scorer failed."""
     members = [Member.from_trajectory(t) for t in group.trajectories]
-    result = await scorer.score_group(str(group.task_id), members)
+    result = await score_or_fail(scorer, str(group.task_id), members)
     for trajectory, score in zip(group.trajectories, result.members):
         apply_member_score(trajectory, score, result, scorer.name)
     group.metadata.update({f"{scorer.name}_failed": result.failed, **result.info})

@@ -123,8 +123,29 @@ def is_rate_limit(err: BaseException) -> bool:
 
 def can_heal(err: BaseException) -> bool:
     """Whether retrying ``err`` can help: timeouts, connection errors, 5xx and 429 can, a bad key
-    or a malformed request cannot (retrying those only wastes the step's time)."""
+    or a malformed request cannot (retrying those only wastes the step's time); a cancelled call
+    (``asyncio.CancelledError``, a ``BaseException``) is cancelled, never retried."""
+    if not isinstance(err, Exception):
+        return False
     return not any(cls.__name__ in PERMANENT_ERRORS for cls in type(err).__mro__)
+
+
+def sane_token_counts(completion: Completion, estimate: int) -> None:
+    """Clamp the token counts a provider reported to what the request could have used (no more
+    than a token per prompt character plus the completion budget, four times the estimate): a
+    provider that reports 10^12 tokens, a negative or a non-number must not stall the rate limiter
+    or poison the usage totals.
+
+    Examples:
+        >>> completion = Completion(text="x", prompt_tokens=10**12, completion_tokens="7", model="m")
+        >>> sane_token_counts(completion, estimate=100); completion.prompt_tokens, completion.completion_tokens
+        (400, 0)
+    """
+    bound = 4 * max(1, int(estimate))
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = getattr(completion, name)
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        setattr(completion, name, min(bound, max(0, value)) if ok else 0)
 
 
 class ReplyCache:
@@ -281,6 +302,7 @@ class LLM:
                                     self.limiter.pause(min(pause, self.config.max_retry_after_s))
                             self.limiter.settle(estimate, 0)  # a failed call used nothing we know of
                             raise
+                    sane_token_counts(completion, estimate)
                     self.limiter.settle(estimate, completion.prompt_tokens + completion.completion_tokens)
                     return completion
         except Exception as err:

@@ -31,6 +31,10 @@ def extract_json(text: str) -> Any:
         return _extract(text)
     except RecursionError:
         raise JSONExtractionError("the reply's JSON is nested too deeply to read") from None
+    except JSONExtractionError:
+        raise
+    except ValueError as err:  # int() refuses numbers over 4,300 digits with a plain ValueError
+        raise JSONExtractionError(f"the reply's JSON cannot be read: {str(err)[:120]}") from None
 
 
 def _extract(text: str) -> Any:

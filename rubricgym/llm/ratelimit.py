@@ -122,7 +122,9 @@ class RateLimiter:
         if self._tokens is not None:
             with self._lock:
                 self._tokens.refill(time.monotonic())
-                self._tokens.level = min(self._tokens.capacity, self._tokens.level + estimated - used)
+                # a debt of at most a minute's tokens: a wrong count never stalls later calls for long
+                level = self._tokens.level + estimated - used
+                self._tokens.level = max(-60.0 * self._tokens.rate, min(self._tokens.capacity, level))
 
     def pause(self, seconds: float) -> None:
         """Hold every call for ``seconds`` (a provider's ``Retry-After``)."""

@@ -2,7 +2,10 @@
 
 * :func:`hostile_action` draws one action a broken or malicious policy could send: deeply nested
   and broken JSON in tool calls (as text and as assistant dicts), huge and repeated markup, lone
-  surrogates, huge and non-finite numbers in arguments, wrong types, unknown tools;
+  surrogates, huge and non-finite numbers in arguments, wrong types, unknown tools; JSON integers
+  past Python's 4,300-digit limit, Python objects JSON cannot hold in dict-form arguments (numpy
+  scalars and arrays, bytes, sets, complex, tuple and int keys), floods of thousands of tool
+  calls, k slow python calls in one reply, and nested LaTeX that backtracking regexes choke on;
 * :data:`ESCAPES` are sandbox escape attempts (each with the text that would prove it worked);
 * :func:`fuzz_env` steps an env through hostile episodes and counts what went wrong.
 """
@@ -49,9 +52,26 @@ def _arguments(rng: random.Random) -> Any:
     return {"query": rng.choice(("", " ", "\x00", "a" * 10_000, "REF-01"))}
 
 
+def _huge_int(rng: random.Random) -> str:
+    """A JSON integer past the 4,300 digits Python's int() reads."""
+    return "9" * rng.choice((4301, 5000, 20_000))
+
+
+def _python_objects(rng: random.Random) -> dict:
+    """Dict-form arguments a Python agent may send that JSON cannot hold (or holds only converted)."""
+    import numpy as np
+
+    value = rng.choice((np.int64(7), np.float32(2.5), np.arange(3), np.bool_(True), b"bytes", {1, 2}, 1j, object(),
+                        10 ** rng.choice((401, 5000)), (1, 2), np.array([[1.5, 2.0]]), np.array(["a"]), range(3)))
+    key = rng.choice(("expression", "query", "code", "order_id", 1, (1, 2), None))
+    return {key: value}
+
+
 def _call_text(rng: random.Random) -> str:
     body = rng.choice((
         lambda: json.dumps({"name": rng.choice(TOOL_NAMES), "arguments": _arguments(rng)}, allow_nan=True),
+        lambda: '{"name": "calculator", "arguments": {"expression": ' + _huge_int(rng) + '}}',
+        lambda: '{"name": "' + rng.choice(TOOL_NAMES) + '", "arguments": "{\\"order_id\\": ' + _huge_int(rng) + '}"}',
         lambda: _deep(rng),
         lambda: '{"name": "calculator", "arguments": {"expression": "1+1"',
         lambda: "{'name': 'calculator'}",
@@ -66,10 +86,11 @@ def hostile_action(rng: random.Random, max_chars: int = 200_000) -> Any:
     if kind == 0:
         return _call_text(rng) * rng.choice((1, 2, 50))
     if kind == 1:
+        arguments = _python_objects if rng.random() < 0.4 else _arguments
         return {"role": "assistant", "content": rng.choice((None, "", "x")),
                 "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": rng.choice(TOOL_NAMES),
-                                                                                  "arguments": _arguments(rng)}}
-                               for i in range(rng.choice((1, 2, 30)))]}
+                                                                                  "arguments": arguments(rng)}}
+                               for i in range(rng.choice((1, 2, 30, 10_001)))]}
     if kind == 2:  # huge and repeated markup
         unit = rng.choice(("\\boxed{", "<tool_call>", "</tool_call>", "{", "\\frac{", "$", "```", "[REF-01]", "9"))
         return unit * (rng.randrange(1, max_chars // len(unit)) if rng.random() < 0.5 else rng.randrange(1, 2000))
@@ -85,7 +106,19 @@ def hostile_action(rng: random.Random, max_chars: int = 200_000) -> Any:
     if kind == 7:
         return rng.choice(("", " ", "\n" * 1000, "The answer is " + "1" * 5000 + ".5 days"))
     if kind == 8:
-        return "So " + _deep(rng) + " \\boxed{" + str(rng.randrange(20)) + "}"
+        return rng.choice((
+            lambda: "So " + _deep(rng) + " \\boxed{" + str(rng.randrange(20)) + "}",
+            # nested LaTeX: a backtracking \\text{...} pattern took 64 s on this one
+            lambda: "\\boxed{\\text{" + " " * rng.choice((100, 6400, 50_000)) + "{}}}",
+            lambda: "\\boxed{" + "\\frac{" * 3000 + "1" + "}{2}" * 3000 + "}",
+            lambda: "\\boxed{" + "\\text{ " * 2000 + "x" + "}" * 2000 + "}",
+            # floods: ten thousand tool calls in one reply, or k python calls that each run out the clock
+            lambda: '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>' * 2500,
+            # a rubricator's rubric with absurd numbers
+            lambda: '{"items": [{"description": "checks the answer", "score": ' + _huge_int(rng) + '}]}',
+            lambda: '{"items": [{"description": "x", "score": 1e999}, {"description": "y", "score": -' + _huge_int(rng) + '}]}',
+        ) + ((lambda: ('<tool_call>{"name": "python", "arguments": {"code": "while True: pass"}}</tool_call>'
+                       * rng.choice((3, 8))),) if rng.random() < 0.02 else ()))()
     return str(rng.randrange(20)) + ", " + ", ".join(rng.choice(("amber", "birch", "x")) for _ in range(5))
 
 
@@ -141,7 +174,8 @@ class FaultyJudge:
     """A judge backend that answers with one fault mode per call, in a fixed rotation."""
 
     name = "faulty"
-    MODES = ("timeout", "5xx", "429", "garbage", "deep", "wrong_ids", "wrong_count", "nan", "out_of_range", "huge", "ok")
+    MODES = ("timeout", "5xx", "429", "garbage", "deep", "wrong_ids", "wrong_count", "nan", "out_of_range", "huge",
+             "huge_int", "ok")
 
     def __init__(self, modes: tuple[str, ...] = MODES):
         self.modes = modes
@@ -167,11 +201,13 @@ class FaultyJudge:
         if mode == "429":
             raise RuntimeError("429 Too Many Requests")
         text = {"garbage": "I think they are all fine!", "deep": "[" * 5000 + "]" * 5000,
-                "wrong_ids": json.dumps({"scores": [{**s, "trajectory_id": "t99"} for s in scores]}),
-                "wrong_count": json.dumps({"scores": scores[:1]}),
+                "wrong_ids": json.dumps({"scores": [{**s, "trajectory_id": "t99"} for s in scores or []]}),
+                "wrong_count": json.dumps({"scores": (scores or [])[:1]}),
                 "nan": json.dumps({"scores": scores}).replace("0.5", "NaN"),
                 "out_of_range": json.dumps({"scores": scores}).replace("0.5", "17"),
                 "huge": json.dumps({"scores": scores}) + " " + "x" * 2_000_000,
+                "huge_int": (json.dumps({"scores": scores}) if scores is not None else
+                             json.dumps({"satisfied": ["yes"] * items})).replace('0.5', "9" * 5000).replace('"yes"', "9" * 5000),
                 "ok": json.dumps({"scores": scores})}[mode]
         if scores is None and mode == "ok":
             text = json.dumps({"satisfied": ["yes"] * items})
@@ -226,6 +262,44 @@ ESCAPES += [
     ("setuid", "import os\nos.setuid(0)\nprint('ROOT', os.getuid())", "ROOT 0"),
     ("mount", "import ctypes\nprint('MOUNTED' if ctypes.CDLL(None).mount(b'none', b'/mnt', b'tmpfs', 0, None) == 0 "
               "else 'no')", "MOUNTED"),
+]
+# Round three: memory through the file system, and the kernel surface a seccomp filter closes. A
+# syscall helper returns its result (>= 0: it worked); ctypes is the audit hook's to refuse, so
+# these reach the kernel in their disarmed copies.
+_SYSCALL = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nx86 = os.uname().machine == 'x86_64'\n"
+
+
+def _syscall_attempt(name: str, x86: int, arm: int, args: str, marker: str) -> tuple[str, str, str]:
+    return (name, _SYSCALL + f"r = libc.syscall({x86} if x86 else {arm}, {args})\nprint('{marker}' if r >= 0 else "
+                             f"'refused', os.strerror(ctypes.get_errno()))", marker)
+
+
+_FILL = ("import os\nwritten = 0\nfor i in range(400):\n    try:\n        with open(f'{folder}/fill{i}', 'wb') as f:\n"
+         "            f.write(b'x' * (2**20 - 1))\n        written += 2**20\n    except OSError:\n        break\n"
+         "print('FILLED' if written > 64 * 2**20 else f'stopped at {written >> 20} MiB')")
+ESCAPES += [
+    (f"fill {folder} with 400 MiB", _FILL.replace("{folder}", folder), "FILLED") for folder in ("/work", "/", "/dev/shm",
+                                                                                            "/dev", "/tmp")
+] + [
+    ("a million inodes", "import os\nn = 0\ntry:\n    for n in range(200_000):\n        os.mkdir(f'/work/d{n}')\n"
+                         "except OSError:\n    pass\nprint('INODES' if n > 50_000 else f'stopped at {n}')", "INODES"),
+    ("unshare a user namespace", _SYSCALL + "r = libc.unshare(0x10000000)\nprint('UNSHARED' if r == 0 else 'refused')",
+     "UNSHARED"),
+    ("unshare a mount namespace", _SYSCALL + "r = libc.unshare(0x00020000)\nprint('UNSHARED' if r == 0 else 'refused')",
+     "UNSHARED"),
+    ("clone with CLONE_NEWUSER", _SYSCALL + "r = libc.syscall(56 if x86 else 220, 0x10000000 | 17, 0, 0, 0, 0)\n"
+                                            "print('CLONED' if r >= 0 else 'refused')\nif r == 0: os._exit(0)", "CLONED"),
+    _syscall_attempt("io_uring_setup", 425, 425, "8, ctypes.create_string_buffer(120)", "IO_URING"),
+    _syscall_attempt("bpf", 321, 280, "0, ctypes.create_string_buffer(128), 128", "BPF"),
+    _syscall_attempt("ptrace traceme", 101, 117, "0, 0, 0, 0", "PTRACED"),
+    _syscall_attempt("keyctl", 250, 219, "0, -3, 0, 0, 0", "KEYCTL"),
+    _syscall_attempt("add_key", 248, 217, "b'user', b'k', b'v', 1, -3", "KEYADDED"),
+    _syscall_attempt("setns", 308, 268, "0, 0", "SETNS"),
+    _syscall_attempt("fsopen tmpfs", 430, 430, "b'tmpfs', 0", "FSOPEN"),
+    _syscall_attempt("userfaultfd", 323, 282, "0", "USERFAULTFD"),
+    _syscall_attempt("perf_event_open", 298, 241, "ctypes.create_string_buffer(128), 0, -1, -1, 0", "PERF"),
+    ("python os.unshare", "import os\nos.unshare(os.CLONE_NEWUSER) if hasattr(os, 'unshare') else None\n"
+                          "print('UNSHARED' if hasattr(os, 'unshare') else 'absent')", "UNSHARED"),
 ]
 ESCAPES = [(name, code, marker) for name, code, marker in ESCAPES] + [
     (f"{name} (hook disarmed)", DISARM + code, marker) for name, code, marker in ESCAPES]
