@@ -140,9 +140,10 @@ async def score_or_fail(scorer: GroupScorer, task_id: str, members: Sequence[Mem
         >>> class Broken:
         ...     name, relative = "broken", True
         ...     async def score_group(self, task_id, members): raise ValueError("Exceeds the limit (4300 digits)")
-        >>> result = run_sync(score_or_fail(Broken(), "t", [Member([], None)]))
+        >>> episode = EpisodeResult(task_id="t", specification="", task="", reward=-1.0)
+        >>> result = run_sync(score_or_fail(Broken(), "t", [Member([], episode)]))
         >>> result.failed, result.members[0].reward, result.info["error"][:10]
-        (True, 0.0, 'ValueError')
+        (True, -1.0, 'ValueError')
     """
     try:
         result = await scorer.score_group(task_id, members)
