@@ -29,7 +29,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         rows = read_file(path)
     except DatasetLoadError as err:
         raise SystemExit(str(err)) from None
-    lines = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if line.strip()]
+    # numbered as read_file reads them: split at "\n" only (splitlines also splits at U+2028 in a message)
+    lines = [n for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1) if line.strip()]
     tagged = []
     for row, line in zip(rows, lines):
         if not isinstance(row, dict):
