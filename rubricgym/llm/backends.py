@@ -72,6 +72,9 @@ class TransformersBackend:
 
     #: the in-process model writes about 20 tokens/s on 2 CPU cores: a long judge reply needs minutes
     default_timeout_s = 300.0
+    #: max_time is checked between tokens, and one token (or the prompt's prefill) on a loaded
+    #: machine can take a second or two: the client's safety net waits this much longer
+    stop_grace_s = 2.0
 
     def __init__(self, model: str | None = None, device: str = "cpu", model_and_tokenizer: Any = None,
                  constrained: bool = True):

@@ -289,10 +289,11 @@ class LLM:
                     async with self._semaphore():
                         try:
                             # backends enforce timeout_s themselves (HTTP timeout, max_time); the outer
-                            # limit is the safety net for one that does not, with a little grace
+                            # limit is the safety net for one that does not, with a little grace (more
+                            # for a backend that can only stop between tokens)
                             completion = await asyncio.wait_for(
                                 self.backend.complete(messages, response_format, self.timeout_s, **params),
-                                timeout=1.25 * self.timeout_s,
+                                timeout=1.25 * self.timeout_s + getattr(self.backend, "stop_grace_s", 0.0),
                             )
                         except Exception as err:
                             if is_rate_limit(err):
