@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .policy import Policy
+from .policy import Policy, adapter_state
 
 
 def set_seed(seed: int) -> None:
@@ -83,9 +83,8 @@ def load_adapter(policy: Policy, folder: str | Path) -> None:
     folder = Path(folder)
     if (folder / "adapter").is_dir():
         from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
 
-        set_peft_model_state_dict(policy.model, load_file(str(folder / "adapter" / "adapter_model.safetensors")))
+        set_peft_model_state_dict(policy.model, adapter_state(folder))
     else:
         policy.model.load_state_dict(torch.load(folder / "model.pt"))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 import types
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -34,6 +35,9 @@ class PolicyConfig:
     lora_alpha: int = 32
     lora_dropout: float = 0.0
     lora_target_modules: str | list[str] = "all-linear"
+    adapter: str | None = None
+    """A checkpoint folder (``rubricgym train`` / ``train-judge``) whose LoRA weights the adapter
+    starts from (its rank and targets must match), e.g. GRPO after a supervised cold start."""
     max_new_tokens: int = 48
     """Completion budget per turn."""
     role_max_new_tokens: dict[str, int] = field(default_factory=lambda: {"rubricator": 200})
@@ -136,6 +140,16 @@ def resolve_device(device: str) -> tuple[torch.device, torch.dtype]:
     return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
 
 
+def adapter_state(folder: str | Path) -> dict[str, torch.Tensor]:
+    """The LoRA weights a checkpoint folder holds (``<folder>/adapter/adapter_model.safetensors``)."""
+    from safetensors.torch import load_file
+
+    path = Path(folder) / "adapter" / "adapter_model.safetensors"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} holds no LoRA adapter (expected {path})")
+    return load_file(str(path))
+
+
 class Policy:
     """A causal LM (+ LoRA) that samples with log-probs and scores tokens for training.
 
@@ -163,6 +177,10 @@ class Policy:
             lora = LoraConfig(r=self.config.lora_r, lora_alpha=self.config.lora_alpha, lora_dropout=self.config.lora_dropout,
                               target_modules=self.config.lora_target_modules, task_type="CAUSAL_LM")
             model = get_peft_model(model, lora)
+            if self.config.adapter:
+                from peft import set_peft_model_state_dict
+
+                set_peft_model_state_dict(model, adapter_state(self.config.adapter))
         self.model = model.to(self.device, dtype=self.dtype)
         self._set_generation(tokenizer)
 

@@ -81,11 +81,31 @@ def resolve_model_path(model: str | None) -> str:
     return model
 
 
+def checkpoint_base(folder: str | Path) -> str | None:
+    """The base model of a training checkpoint folder (``config.json`` with a ``policy`` and an
+    ``adapter/`` beside it), else ``None`` (not a checkpoint)."""
+    import json
+
+    folder = Path(folder)
+    if not (folder / "adapter" / "adapter_config.json").is_file() or not (folder / "config.json").is_file():
+        return None
+    return (json.loads((folder / "config.json").read_text()).get("policy") or {}).get("model") or "default"
+
+
 def load_model_and_tokenizer(model: str | None = None, device: str = "cpu", dtype: Any = None):
-    """Load a causal LM and its tokenizer (the default model offline)."""
+    """Load a causal LM and its tokenizer (the default model offline). A training checkpoint
+    folder loads its base model with the LoRA adapter merged in (a trained judge is ``local:<folder>``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    base = checkpoint_base(model) if model and Path(model).is_dir() else None
+    if base is not None:
+        from peft import PeftModel
+
+        lm, tokenizer = load_model_and_tokenizer(None if base == "default" else base, "cpu", dtype)
+        lm = PeftModel.from_pretrained(lm, str(Path(model) / "adapter")).merge_and_unload().to(device)
+        lm.eval()
+        return lm, tokenizer
     path = resolve_model_path(model)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:

@@ -94,12 +94,13 @@ def default_env() -> str:
 
 
 def register_family(name: str, env: type | str, summary: str | None = None, default: bool = False,
-                    **variants: dict[str, Any]) -> None:
+                    derived: bool = True, **variants: dict[str, Any]) -> None:
     """Register ``<name>-v0`` (the env class, or its ``"module:Class"``) and its reward variants:
     one ``<name><Suffix>-v0`` per scheme named as a keyword (its value: the family's defaults for
     that scheme's knobs) and per scheme that derives itself for this env class. Users override any
     default in ``gym.make``. The summary defaults to the first line of the class docstring;
-    ``default=True`` makes ``<name>-v0`` the id of runs that name none.
+    ``default=True`` makes ``<name>-v0`` the id of runs that name none; ``derived=False`` adds
+    only the variants named (no scheme derives itself for this family).
 
     Examples:
         >>> import rubricgym
@@ -120,7 +121,7 @@ def register_family(name: str, env: type | str, summary: str | None = None, defa
     if unknown:
         raise ValueError(f"unknown reward scheme(s) {sorted(unknown)}; registered: {sorted(SCHEMES)}")
     for scheme in SCHEMES.values():
-        if scheme.name not in variants and not scheme.derive(env_class):
+        if scheme.name not in variants and not (derived and scheme.derive(env_class)):
             continue
         defaults = variants.get(scheme.name) or {}
         described = f"{base_id} + {scheme.summary}"

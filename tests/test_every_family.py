@@ -13,7 +13,7 @@ import rubricgym  # noqa: F401
 from rubricgym.app.cli import main
 from rubricgym.registration import held_out, scheme_of, training_kwargs
 
-BASE_IDS = ["Math-v0", "RagSupport-v0", "ToolUse-v0", "WordSort-v0", "FunctionCall-v0"]
+BASE_IDS = ["Math-v0", "RagSupport-v0", "ToolUse-v0", "WordSort-v0", "FunctionCall-v0", "JudgeGroup-v0"]
 JUDGED_IDS = ["MathRuler-v0", "RagSupportRuler-v0", "ToolUseRuler-v0", "WordSortRuler-v0", "FunctionCallRuler-v0"]
 # small budgets keep CI fast; the closing note records the plain commands run as the issue writes them
 SMALL = ["--group-size", "2", "--groups-per-step", "1", "--max-new-tokens", "12", "--report-to", "none",

@@ -69,7 +69,15 @@ def test_nothing_imports_the_integrations():
     ("integrations", ("rubricgym.app",)),
 ])
 def test_dependencies_point_one_way(folder, forbidden):
-    assert violations(folder, forbidden) == []
+    # the judge family's task is to be a judge: it reads RULER's prompt format (and no more)
+    skip = ("envs/judge.py",) if folder == "envs" else ()
+    assert violations(folder, forbidden, skip=skip) == []
+
+
+def test_the_judge_family_reads_only_the_judges_prompt_format():
+    assert violations("envs", ("rubricgym.wrappers", "rubricgym.agents", "rubricgym.app")) == []
+    reached = {m for _, m in imports(ROOT / "envs" / "judge.py") if m.startswith(("rubricgym.judges", "rubricgym.llm"))}
+    assert reached == {"rubricgym.judges.ruler", "rubricgym.llm.jsonutil"}
 
 
 def test_testing_doubles_are_below_nothing():

@@ -99,7 +99,8 @@ class BenchConfig:
     """Reply budget (0: each family's default: math 48, a boxed single-digit sum needs about 15 tokens;
     RAG 128, its reference answers are 24 tokens at the median and need their citations too)."""
     judge: Any = "local"
-    """Judge / verifier: a LiteLLM model string, ``openai/<name>`` with ``api_base``, ``local``, ``oracle:<a>``, or an LLM / backend."""
+    """Judge / verifier: a LiteLLM model string, ``openai/<name>`` with ``api_base``, ``local``,
+    ``local:<checkpoint>`` (a judge trained by ``rubricgym train-judge``), ``oracle:<a>``, or an LLM / backend."""
     api_base: str | None = None
     judge_max_tokens: int = 1024
     """Completion budget of one RULER call (small local judges ramble: --quick uses 300)."""

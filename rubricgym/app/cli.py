@@ -271,6 +271,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_judge_data(args: argparse.Namespace) -> int:
+    from rubricgym.app.judge_data import record_groups
+    from rubricgym.registration import default_env, held_out
+
+    env_id = args.env or default_env()
+    kwargs = args.env_kwargs or {}
+    if args.split == "test":  # the family's held-out tasks (the base env, no judge)
+        env_id, kwargs = held_out(env_id, kwargs)
+    path = record_groups(env_id, kwargs, groups=args.groups, group_size=args.group_size, out=args.output, seed=args.seed,
+                         max_new_tokens=args.max_new_tokens)
+    print(f"appended {args.groups} groups of {args.group_size} to {path} (train a judge on them: "
+          f"rubricgym train-judge --groups {path} --eval-groups <held-out groups>)")
+    return 0
+
+
+def cmd_train_judge(args: argparse.Namespace) -> int:
+    from rubricgym.agents.policy import PolicyConfig
+    from rubricgym.agents.sft import SFTConfig
+    from rubricgym.app.judge_training import JudgeTrainingConfig, train_judge
+
+    names = args.config_flags
+    config = config_from_args(JudgeTrainingConfig, args, names["judge"], sft=config_from_args(SFTConfig, args, names["sft"]),
+                              policy=config_from_args(PolicyConfig, args, names["policy"]))
+    result = train_judge(config)
+    print(f"held-out pairwise accuracy: untrained {result['untrained_pairwise']:.3f} -> trained "
+          f"{result['held_out_pairwise']:.3f}   ({result['minutes']:.1f} min; curve {result['plot']})")
+    print(f"use it: --judge local:{result['checkpoint']}")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import shlex
     import sys
@@ -307,7 +337,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from rubricgym.agents.policy import PolicyConfig
     from rubricgym.agents.ppo import PPOConfig
     from rubricgym.agents.train import TrainConfig
+    from rubricgym.agents.sft import SFTConfig
     from rubricgym.app.bench import BenchConfig
+    from rubricgym.app.judge_training import JudgeTrainingConfig
     from rubricgym.judges.ruler import RulerConfig
 
     argv = sys.argv[1:] if argv is None else argv
@@ -330,7 +362,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("judge", help="score a JSONL file of trajectories (message lists) with RULER and print the ranking",
                        formatter_class=formatter)
     p.add_argument("file", help="JSONL: one message list, or {id, messages, tools}, per line")
-    p.add_argument("--judge", default="local", help="LiteLLM model string, or 'local' for the in-process default model")
+    p.add_argument("--judge", default="local", help="LiteLLM model string, 'local' for the in-process default model, or "
+                   "'local:<checkpoint>' (a judge trained by rubricgym train-judge)")
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server (use --judge openai/<name>)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per judge call (default: the backend's, 60 s for servers and APIs, 300 s in-process)")
     p.add_argument("--no-cache", action="store_true")
@@ -340,7 +373,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("judge-eval", help="pairwise accuracy of a judge on LLMBar (both presentation orders)",
                        formatter_class=formatter)
-    p.add_argument("--judge", default="local", help="LiteLLM model string, 'local', 'oracle:<accuracy>' (simulated) or 'random'")
+    p.add_argument("--judge", default="local", help="LiteLLM model string, 'local', 'local:<checkpoint>', 'oracle:<accuracy>' (simulated) "
+                   "or 'random'")
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server (use --judge openai/<name>)")
     p.add_argument("--subsets", default="natural", help="comma-separated: natural, adversarial_neighbor, adversarial_gptinst")
     p.add_argument("--limit", type=int, default=None, help="pairs per subset (default: all)")
@@ -362,7 +396,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train the LLM policy by GRPO or PPO through the env loop", formatter_class=formatter)
     p.add_argument("--judge", default=None, help="the judge of a judged id (its scheme's judge knob: RULER's judge, the "
-                   "rubrics' verifier): a LiteLLM model, 'local', 'oracle:<accuracy>'")
+                   "rubrics' verifier): a LiteLLM model, 'local', 'local:<checkpoint>', 'oracle:<accuracy>'")
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server of the judge")
     p.add_argument("--lr", type=float, default=None, help="learning rate of either algorithm (default: the algorithm's)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
@@ -370,6 +404,24 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
              "grpo": add_config_flags(p, GRPOConfig, prefix="grpo_"), "ppo": add_config_flags(p, PPOConfig, prefix="ppo_")}
     _add_env_flags(p)
     p.set_defaults(func=cmd_train, config_flags=flags)
+
+    p = sub.add_parser("judge-data", help="record groups of a policy's own episodes (verified outcomes kept) as "
+                       "groups.jsonl rows, to train a judge on", formatter_class=formatter)
+    _add_env_flags(p)
+    p.add_argument("--split", default="train", choices=["train", "test"], help="test: the family's held-out tasks")
+    p.add_argument("--groups", type=int, default=64)
+    p.add_argument("--group-size", type=int, default=4)
+    p.add_argument("--max-new-tokens", type=int, default=None, help="reply budget (default: the policy's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", required=True, help="the groups.jsonl file to append to")
+    p.set_defaults(func=cmd_judge_data)
+
+    p = sub.add_parser("train-judge", help="train a small local judge (SFT distillation and / or GRPO on JudgeGroup-v0); "
+                       "use it as --judge local:<checkpoint>", formatter_class=formatter)
+    judge_flags = add_config_flags(p, JudgeTrainingConfig, skip=("sft", "policy"))
+    sft_flags = add_config_flags(p, SFTConfig, prefix="sft_")
+    policy_flags = add_config_flags(p, PolicyConfig, defaults={"max_new_tokens": 96})
+    p.set_defaults(func=cmd_train_judge, config_flags={"judge": judge_flags, "sft": sft_flags, "policy": policy_flags})
 
     p = sub.add_parser("eval", help="held-out accuracy and pass@k of the default model or a checkpoint",
                        formatter_class=formatter)
@@ -381,7 +433,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="compare reward schemes side by side (same env family, agent, seeds, budget)",
                        formatter_class=formatter)
-    p.add_argument("--judge", default="local", help="judge / verifier model ('local' = the in-process default model)")
+    p.add_argument("--judge", default="local", help="judge / verifier model ('local' = the in-process default model, "
+                   "'local:<checkpoint>' = a trained judge)")
     p.add_argument("--quick", action="store_true", help="a small budget that finishes in under 10 minutes on CPU: "
                    + ", ".join(f"{k}={v}" for k, v in QUICK_BENCH.items()))
     p.add_argument("--smoke", action="store_true", help="seconds, for CI: judge oracle:1.0, "

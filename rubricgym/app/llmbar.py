@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from rubricgym.data import KNOWN_DATASETS, load_records, register_dataset
+from rubricgym.envs.judge import LLMBAR_SPECIFICATION, llmbar_trajectories
 
 _UPSTREAM = "https://raw.githubusercontent.com/princeton-nlp/LLMBar/900616b/Dataset/LLMBar"
 #: subset -> path under the upstream Dataset/LLMBar folder
@@ -45,10 +46,7 @@ def load_pairs(subset: str) -> list[dict[str, Any]]:
 
 # -- pairwise judge accuracy ---------------------------------------------------------------------
 
-#: the specification a RULER judge scores LLMBar outputs against (LLMBar has no system prompt;
-#: its rule is "the output that follows the instruction wins")
-SPECIFICATION = ("You are a helpful assistant. Follow the user's instruction precisely and honestly: do exactly what "
-                 "it asks, no more and no less.")
+SPECIFICATION = LLMBAR_SPECIFICATION
 PUBLISHED_KEYS = {"natural": "Natural", "adversarial_neighbor": "Adversarial/Neighbor",
                   "adversarial_gptinst": "Adversarial/GPTInst"}
 
@@ -98,12 +96,7 @@ class PairVerdicts:
 
 def pair_trajectories(row: dict[str, Any], gold_first: bool) -> tuple[list[list[dict[str, str]]], int]:
     """The pair as a RULER group of two (gold first or second) and the gold member's index."""
-    outputs = [row["output_1"], row["output_2"]]
-    gold = int(row["label"]) - 1
-    order = [gold, 1 - gold] if gold_first else [1 - gold, gold]
-    group = [[{"role": "system", "content": SPECIFICATION}, {"role": "user", "content": row["input"]},
-              {"role": "assistant", "content": outputs[k]}] for k in order]
-    return group, 0 if gold_first else 1
+    return llmbar_trajectories(row, gold_first), 0 if gold_first else 1
 
 
 def judge_pairs(judge: Any, subset: str, limit: int | None = None, api_base: str | None = None,

@@ -182,7 +182,9 @@ def response_schema(ids: Sequence[str], explanation_max_chars: int = 160) -> dic
     }
 
 
-def _check_ids(expected: Sequence[str]):
+def check_response_ids(expected: Sequence[str]):
+    """A check of a parsed reply: exactly one finite score for each id (the problem, or None)."""
+
     def check(response: RulerResponse) -> str | None:
         got = [s.trajectory_id for s in response.scores]
         if sorted(got) != sorted(expected):
@@ -232,7 +234,7 @@ async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | st
     async def one(order: list[int]):
         messages = build_judge_messages(unique_trajectories, ids, order, config, tools)
         response, completion = await judge.complete_json(
-            messages, RulerResponse, check=_check_ids(ids),
+            messages, RulerResponse, check=check_response_ids(ids),
             schema=response_schema([ids[i] for i in order], config.explanation_max_chars),
             max_fixes=config.max_fixes, max_tokens=config.max_tokens)
         return response, completion

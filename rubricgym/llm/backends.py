@@ -60,6 +60,18 @@ def _say_once(message: str) -> None:
         warnings.warn(message, stacklevel=3)
 
 
+def weights_fingerprint(checkpoint: str) -> str:
+    """The first 12 hex digits of the SHA-256 of a checkpoint's adapter weights."""
+    import hashlib
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    with open(Path(checkpoint) / "adapter" / "adapter_model.safetensors", "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:12]
+
+
 class TransformersBackend:
     """An in-process causal LM (default: the project's SmolLM2-135M-Instruct, offline).
 
@@ -68,6 +80,9 @@ class TransformersBackend:
     decoding (lm-format-enforcer masks every token that would leave the schema), as llama.cpp
     and vLLM servers do, so a small local judge emits parseable JSON with the right ids and
     counts; ``constrained=False`` turns that off (the schema is then only shown in the prompt).
+    ``model`` may be a training checkpoint folder (a judge trained by ``rubricgym train-judge``):
+    its adapter is merged into its base model, and the schema is not added to the prompt (the
+    judge was trained on RULER's prompt as it is; decoding still holds it to the schema).
     """
 
     #: the in-process model writes about 20 tokens/s on 2 CPU cores: a long judge reply needs minutes
@@ -77,15 +92,22 @@ class TransformersBackend:
     stop_grace_s = 2.0
 
     def __init__(self, model: str | None = None, device: str = "cpu", model_and_tokenizer: Any = None,
-                 constrained: bool = True):
+                 constrained: bool = True, schema_hint: bool | None = None):
+        from rubricgym.models import checkpoint_base
+
         if model is None and model_and_tokenizer is None:
             _say_once("The default in-process judge (SmolLM2-135M) exercises the plumbing of judged rewards; it is "
                       "not a judge of quality (it scores nearly every answer alike). Pass judge=<LiteLLM model> or an "
                       "OpenAI-compatible server (api_base) for real judgements.")
         self.model_name = model or "default"
-        self.name = f"local:{self.model_name}" + ("" if constrained else ":unconstrained")
+        trained = bool(model) and checkpoint_base(model) is not None
+        # the name keys the disk cache: a checkpoint retrained in the same folder must not read
+        # the old weights' replies, so a trained judge's name carries its adapter's hash
+        self.name = f"local:{self.model_name}" + (f"@{weights_fingerprint(model)}" if trained else "") + \
+            ("" if constrained else ":unconstrained")
         self.device = device
         self.constrained = constrained
+        self.schema_hint = schema_hint if schema_hint is not None else not trained
         self._loaded = model_and_tokenizer
         self._enforcer_data = None
         self._lock = threading.Lock()
@@ -103,7 +125,7 @@ class TransformersBackend:
 
         with self._lock:
             model, tokenizer = self._load()
-            if response_format and response_format.get("schema"):
+            if response_format and response_format.get("schema") and self.schema_hint:
                 import json
 
                 hint = "Reply with only a JSON object that follows this JSON schema:\n" + json.dumps(response_format["schema"])

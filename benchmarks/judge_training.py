@@ -1,0 +1,199 @@
+"""Train the judge, then close the loop: does a judged reward from a small trained judge train the
+agent as well as the verifier?
+
+1. Judge training on ``JudgeGroup-v0``'s built-in math groups (the default model's own answers to
+   level-1 sums, labelled by the verifier; generator train tasks): SFT distillation of the
+   verifier's judgements (default model + LoRA), then GRPO on the judge env from the SFT adapter
+   (reward: pairwise agreement with the gold order). Held-out pairwise accuracy (groups of the
+   generator's test tasks, never trained on) over training steps is plotted.
+2. Held-out measurement of each judge as RULER uses it (``local:<checkpoint>``, scores-only,
+   constrained decoding): math groups in the recorded and the reversed order (position bias),
+   LLMBar Natural beside the paper's rows, against the untrained judge.
+3. The bench rows: ``rubricgym bench`` on Math-v0 with the default budget and seeds, ``rlvr`` and
+   ``ruler`` with the untrained judge, then ``ruler`` and ``ruler+rlvr`` with the trained judge;
+   paired intervals over seeds x held-out tasks; the trained judge's cost per step.
+
+    python benchmarks/judge_training.py                 # the measured run (see docs/judges.md)
+    python benchmarks/judge_training.py --smoke         # seconds-to-minutes, for CI
+
+Ends with ``RESULT sft_math_pairwise=<a> grpo_math_pairwise=<b> llmbar_natural=<c>
+untrained_math_pairwise=<d> ruler_trained_gain=<g>[<lo>,<hi>] rlvr_gain=<r>[<lo>,<hi>] gain_kept=<g/r>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
+
+RESULTS = results_dir(__file__)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--sft-epochs", type=float, default=2.0)
+    parser.add_argument("--sft-orders", default="recorded,reversed", help="presentation orders of each group in the SFT rows")
+    parser.add_argument("--grpo-steps", type=int, default=6)
+    parser.add_argument("--grpo-group-size", type=int, default=4)
+    parser.add_argument("--grpo-groups-per-step", type=int, default=4)
+    parser.add_argument("--eval-every", type=int, default=10, help="optimiser steps between held-out points of the curve")
+    parser.add_argument("--curve-groups", type=int, default=24, help="held-out groups per point of the curve (0: all)")
+    parser.add_argument("--judge-groups", type=int, default=0, help="held-out math groups measured per judge (0: all)")
+    parser.add_argument("--llmbar-pairs", type=int, default=30, help="LLMBar Natural pairs (both orders)")
+    parser.add_argument("--bench-steps", type=int, default=6, help="the bench's steps per scheme (its default budget)")
+    parser.add_argument("--bench-eval-tasks", type=int, default=48)
+    parser.add_argument("--seeds", default="0", help="comma-separated training seeds of the bench rows")
+    parser.add_argument("--work", default="/tmp/rubricgym-judge-training",
+                        help="checkpoints; a training stage finished there is reused (delete the folder to retrain)")
+    add_smoke_flag(parser, argv, sft_epochs=0.02, grpo_steps=1, grpo_group_size=2, grpo_groups_per_step=1, eval_every=1,
+                   curve_groups=2, judge_groups=1, llmbar_pairs=1,
+                   bench_steps=1, bench_eval_tasks=2, work="/tmp/rubricgym-judge-training-smoke")
+    return parser.parse_args(argv)
+
+
+def interval(value: dict) -> str:
+    """A bench row's interval (``{"mean", "low", "high"}``) as ``+0.250[+0.10,+0.40]`` (one RESULT token)."""
+    return f"{value['mean']:+.3f}[{value['low']:+.2f},{value['high']:+.2f}]"
+
+
+def signed(value: dict | None) -> str:
+    if value is None:
+        return ""
+    return f"{value['mean']:+.3f} [{value['low']:+.2f}, {value['high']:+.2f}]" + (" *" if value["significant"] else "")
+
+
+def finished(folder: Path) -> dict | None:
+    """A training stage that an earlier invocation finished (``--work`` keeps it; delete it to retrain)."""
+    path = folder / "stage.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def save_stage(folder: Path, result: dict) -> None:
+    (folder / "stage.json").write_text(json.dumps(result))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from rubricgym.agents.policy import Policy, PolicyConfig
+    from rubricgym.agents.sft import SFTConfig
+    from rubricgym.app.bench import BenchConfig, run_bench
+    from rubricgym.app.judge_training import (JudgeTrainingConfig, judge_env, plot_curve, policy_pairwise, ruler_pairwise,
+                                              train_judge)
+    from rubricgym.app.llmbar import judge_pairs
+    from rubricgym.judges.ruler import RulerConfig
+
+    work = Path(args.work)
+    if args.smoke:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)  # the smoke trains every stage
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    smoke = args.smoke
+    common = dict(eval_every=args.eval_every, max_eval_groups=args.curve_groups)
+    start = time.perf_counter()
+    sft = finished(work / "sft") or train_judge(JudgeTrainingConfig(
+        method="sft", sft=SFTConfig(epochs=args.sft_epochs), output_dir=str(work / "sft"),
+        sft_orders=tuple(args.sft_orders.split(",")), **common))
+    save_stage(work / "sft", sft)
+    grpo = finished(work / "grpo") or train_judge(JudgeTrainingConfig(
+        method="grpo", grpo_steps=args.grpo_steps, group_size=args.grpo_group_size, groups_per_step=args.grpo_groups_per_step,
+        output_dir=str(work / "grpo"), policy=PolicyConfig(max_new_tokens=96, adapter=sft["checkpoint"]), **common))
+    save_stage(work / "grpo", grpo)
+    training_minutes = {"sft": sft["minutes"], "grpo": grpo["minutes"]}
+    curve = sft["curve"] + [{**r, "step": r["step"] + sft["curve"][-1]["step"]} for r in grpo["curve"][1:]]
+    plot_curve(curve, RESULTS / "judge_training_curve.png",
+               "judge training on JudgeGroup-v0 (math): held-out pairwise accuracy of greedy replies")
+
+    judges = {"untrained": "local", "sft": f"local:{sft['checkpoint']}", "grpo": f"local:{grpo['checkpoint']}"}
+    measured: dict[str, dict] = {}
+    for name in judges:  # greedy replies, batched: every judge in both presentation orders
+        policy = Policy(PolicyConfig(max_new_tokens=96, lora_r=0, model=None if name == "untrained" else judges[name][6:]))
+        for order in ("recorded", "reversed"):
+            measured[f"{name}:{order}"] = policy_pairwise(policy, judge_env("math", "test", order=order), args.judge_groups)
+        measured[name] = {"pairwise": (measured[f"{name}:recorded"]["pairwise"] + measured[f"{name}:reversed"]["pairwise"]) / 2}
+        del policy
+    best = max(("sft", "grpo"), key=lambda name: measured[name]["pairwise"])
+    # the best judge as RULER calls it (constrained decoding), with its cost
+    as_used = {k: v for k, v in ruler_pairwise(judges[best], judge_env("math", "test"), args.judge_groups).items()
+               if k != "per_group"}
+    llmbar = {}
+    for name in ("untrained", best):
+        verdicts = judge_pairs(judges[name], "natural", args.llmbar_pairs,
+                               config=RulerConfig(explanation_max_chars=0, max_tokens=128, max_fixes=0))
+        llmbar[name] = {"accuracy": verdicts.accuracy, "both": verdicts.both_correct, "pairs": verdicts.pairs}
+
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    budget = dict(envs=("Math-v0",), steps=args.bench_steps, eval_tasks=args.bench_eval_tasks, seeds=seeds,
+                  output_dir=str(RESULTS))
+    if smoke:
+        budget.update(group_size=2, groups_per_step=1, max_new_tokens=8, resamples=200, judge_max_tokens=64, judge_max_fixes=0)
+    # one bench run: the verifier's row (always first, the reference) and the trained judge's rows;
+    # the untrained judge's ruler rows are in the default table (reward_schemes_full.md: +0.000)
+    rows = {r["scheme"]: r for r in run_bench(BenchConfig(
+        schemes=("ruler", "ruler+rlvr"), judge=judges[best], results_name="judge_training_bench",
+        command=f"benchmarks/judge_training.py (RULER with the {best} judge)", **budget))}
+    rlvr_gain, ruler_gain = rows["rlvr"]["gain"], rows["ruler"]["gain"]
+    gain_kept = ruler_gain["mean"] / rlvr_gain["mean"] if rlvr_gain["mean"] > 0 else float("nan")
+    write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, training_minutes, best, gain_kept,
+                  (time.perf_counter() - start) / 60)
+    print(f"RESULT sft_math_pairwise={measured['sft']['pairwise']:.3f} grpo_math_pairwise={measured['grpo']['pairwise']:.3f} "
+          f"llmbar_natural={llmbar[best]['accuracy']:.3f} untrained_math_pairwise={measured['untrained']['pairwise']:.3f} "
+          f"ruler_trained_gain={interval(ruler_gain)} rlvr_gain={interval(rlvr_gain)} "
+          f"gain_kept={gain_kept:.2f}")
+    return 0
+
+
+def write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, training_minutes, best, gain_kept, minutes) -> None:
+    from rubricgym.app.llmbar import published_rows
+
+    published = {k: v for k, v in published_rows("natural").items() if k.endswith("(Vanilla)")}
+    lines = [f"# Judge training, then RULER with the trained judge (`python benchmarks/judge_training.py"
+             f"{' --smoke' if args.smoke else ''}`)", "",
+             f"Judge: default model + LoRA. SFT on the verifier's judgements of the built-in math groups "
+             f"({args.sft_epochs:g} epochs, {training_minutes['sft']:.1f} min), then GRPO on JudgeGroup-v0 from the SFT "
+             f"adapter ({args.grpo_steps} steps, {training_minutes['grpo']:.1f} min). Held-out: groups of the generator's "
+             f"test tasks. {minutes:.0f} min in all.", "",
+             "Held-out math groups, pairwise accuracy of each judge's greedy reply (a malformed reply counts 0.5):", "",
+             "| judge | recorded order | reversed order | mean | valid replies (recorded / reversed) |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for name in ("untrained", "sft", "grpo"):
+        rec, rev = measured[f"{name}:recorded"], measured[f"{name}:reversed"]
+        lines.append(f"| {name} | {rec['pairwise']:.3f} | {rev['pairwise']:.3f} | {measured[name]['pairwise']:.3f} | "
+                     f"{rec['valid']:.2f} / {rev['valid']:.2f} |")
+    groups = max(1, as_used["groups"])
+    lines += ["", f"The {best} judge as RULER calls it (`local:<checkpoint>`, constrained decoding, recorded order): pairwise "
+              f"{as_used['pairwise']:.3f} on {as_used['groups']} groups, {as_used['failed']} failed calls, "
+              f"{as_used['prompt_tokens'] / groups:.0f} prompt / {as_used['completion_tokens'] / groups:.0f} completion tokens "
+              f"and {as_used['seconds_per_group']:.1f} s per group."]
+    lines += ["", f"LLMBar Natural ({llmbar['untrained']['pairs']} pairs, both orders; not a target: a 135M student of math "
+              "groups is not expected to judge open instructions):", ""]
+    lines += [f"- {name}: accuracy {v['accuracy']:.3f}, both orders right {v['both']:.3f}" for name, v in llmbar.items()]
+    lines += [f"- published {name}: accuracy {v['accuracy']:.3f}" for name, v in published.items()]
+    lines += ["", f"Bench rows (Math-v0, {args.bench_steps} steps, seeds {args.seeds}, {args.bench_eval_tasks} held-out tasks; "
+              f"trained judge: {best}); paired 95 % intervals over seeds x tasks; * = excludes 0.", "",
+              "| row | held-out after | gain over untrained weights | difference from rlvr | judge calls | judge tokens (prompt / completion) | minutes |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, row in rows.items():
+        difference = signed(row["difference"]) if name != "rlvr" else "(reference)"
+        after = row["mean"]
+        lines.append(f"| {name} | {after['mean']:.3f} [{after['low']:.2f}, {after['high']:.2f}] | {signed(row['gain'])} | {difference} | "
+                     f"{row.get('judge_calls', 0):.0f} | {row.get('judge_prompt_tokens', 0):.0f} / {row.get('judge_completion_tokens', 0):.0f} | "
+                     f"{row.get('minutes', 0):.1f} |")
+    lines += ["", f"gain kept by ruler with the trained judge: {gain_kept:.2f} of RLVR's"]
+    (RESULTS / "judge_training.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / "judge_training.json").write_text(json.dumps(
+        {"args": vars(args), "curve": curve, "measured": measured, "as_used": as_used, "llmbar": llmbar, "bench": rows,
+         "training_minutes": training_minutes, "best": best, "gain_kept": gain_kept,
+         "checkpoints": {"sft": sft["checkpoint"], "grpo": grpo["checkpoint"]}}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,235 @@
+"""``rubricgym train-judge``: a small local judge trained for the task, by distillation (SFT of the
+default model + LoRA on a teacher's judgements) and by GRPO on ``JudgeGroup-v0`` (reward: pairwise
+agreement with the gold order), or one after the other. The result is a checkpoint that every
+judge setting accepts as ``local:<checkpoint>``.
+
+Teachers: ``verifier`` (the groups' gold itself: verified outcomes, or a judged file's scores),
+``oracle:<a>`` (a simulated judge right on a share ``a`` of (good, bad) pairs, for experiments:
+does a student of a 0.8 teacher land below, at or above 0.8?), or ``judged`` (the ruler scores
+recorded in a ``rubricgym judge --output`` / ``groups.jsonl`` file, a real teacher's).
+
+Examples:
+    >>> config = JudgeTrainingConfig(method="sft", output_dir="runs/judge")     # doctest: +SKIP
+    >>> result = train_judge(config)                                            # doctest: +SKIP
+    >>> result["checkpoint"], result["held_out_pairwise"]                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from rubricgym.agents.policy import Policy, PolicyConfig
+from rubricgym.agents.sft import SFTConfig, sft
+from rubricgym.envs.judge import JudgeGroupEnv, pair_agreement
+from rubricgym.judges.oracle import OracleJudge, is_oracle
+
+JUDGE_ENV = "JudgeGroup-v0"
+
+
+@dataclass
+class JudgeTrainingConfig:
+    """What ``rubricgym train-judge`` trains, from what, and where the judge goes."""
+
+    groups: str = "math"
+    """The ``JudgeGroup-v0`` groups: ``math`` (built-in), a ``groups.jsonl`` or an LLMBar ``.json``."""
+    eval_groups: str = ""
+    """Held-out groups (empty: the built-in set's test split, else the training file itself is
+    refused: measure on groups the judge never trained on)."""
+    teacher: str = "verifier"
+    """Whose judgements SFT distils: ``verifier`` (the gold), ``oracle:<accuracy>`` (simulated),
+    ``judged`` (the file's recorded judge scores)."""
+    method: Literal["sft", "grpo", "sft+grpo"] = "sft+grpo"
+    """Distillation, RL on the judge env (reward: pairwise agreement with the gold), or both in turn."""
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    sft_orders: tuple[str, ...] = ("recorded", "reversed")
+    """Presentation orders of each group in the SFT rows (``recorded``, ``reversed``, ``shuffled``):
+    more than one teaches the judge that the position of an answer says nothing of its quality."""
+    grpo_steps: int = 20
+    """GRPO steps on the judge env."""
+    grpo_learning_rate: float = 5e-5
+    """GRPO's learning rate (after SFT the adapter needs gentler steps than from scratch)."""
+    group_size: int = 4
+    """Replies per group in GRPO."""
+    groups_per_step: int = 4
+    """Judge tasks per GRPO step."""
+    eval_every: int = 5
+    """Held-out pairwise accuracy every k optimiser steps (the training curve)."""
+    max_eval_groups: int = 0
+    """Held-out groups measured during training (0: all of them)."""
+    policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(max_new_tokens=96, temperature=1.0))
+    output_dir: str = "runs/judge"
+    """``sft/`` and ``grpo/`` checkpoints, ``curve.json`` and ``judge_curve.png`` go here."""
+    seed: int = 0
+
+
+def judge_env(groups: str, split: str = "train", **kwargs: Any) -> JudgeGroupEnv:
+    return JudgeGroupEnv(groups=groups, **({"split": split} if groups == "math" else {}), **kwargs)
+
+
+def eval_env(config: JudgeTrainingConfig, **kwargs: Any) -> JudgeGroupEnv:
+    if config.eval_groups:
+        return judge_env(config.eval_groups, **kwargs)
+    if config.groups != "math":
+        raise ValueError("eval_groups is required with your own groups (held-out groups the judge never trains on)")
+    return judge_env("math", "test", **kwargs)
+
+
+def teacher_scores(teacher: str, gold: list[float], seed: str) -> list[float]:
+    """A teacher's scores of one group, member by member."""
+    if teacher in ("verifier", "judged"):
+        low, high = min(gold), max(gold)
+        return [(g - low) / (high - low) if high > low else 0.5 for g in gold]
+    if is_oracle(teacher):
+        return OracleJudge.parse(teacher).scores([g == max(gold) for g in gold], seed=seed)
+    raise ValueError(f"teacher must be 'verifier', 'judged' or 'oracle:<accuracy>', got {teacher!r}")
+
+
+def teacher_rows(env: JudgeGroupEnv, teacher: str) -> list[dict[str, Any]]:
+    """One SFT row per group: the judge's prompt and the teacher's reply, ids in presentation order."""
+    rows = []
+    for task in env.tasks:
+        obs, _ = env.reset(options={"task_id": task.id})
+        scores = teacher_scores(teacher, list(task.gold), task.id)
+        ids = env.ids(task)
+        reply = {"scores": [{"trajectory_id": ids[i], "score": round(float(scores[i]), 2)} for i in env.presentation(task)]}
+        rows.append({"prompt": obs, "completion": [{"role": "assistant", "content": json.dumps(reply)}]})
+    return rows
+
+
+def policy_pairwise(policy: Policy, env: JudgeGroupEnv, max_groups: int = 0, batch: int = 8) -> dict[str, float]:
+    """Held-out pairwise accuracy of the policy's greedy replies on ``env``'s groups (a format
+    failure counts 0.5, a judge that said nothing), and the share of valid replies."""
+    tasks = env.tasks[: max_groups or None]
+    agreements, valid = [], []
+    for start in range(0, len(tasks), batch):
+        part = tasks[start:start + batch]
+        prompts = [env.reset(options={"task_id": t.id})[0] for t in part]
+        samples = policy.sample(prompts, greedy=True)
+        for task, sample in zip(part, samples):
+            env.reset(options={"task_id": task.id})
+            info = env.step(sample.text)[4]
+            ok = info["reward_components"].get("format", 0.0) == 1.0
+            valid.append(ok)
+            agreements.append(info["reward_components"]["pairwise"] if ok else 0.5)
+    return {"pairwise": float(np.mean(agreements)), "valid": float(np.mean(valid))}
+
+
+def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress: bool = True, max_tokens: int = 128,
+                   max_fixes: int = 0) -> dict[str, Any]:
+    """Pairwise accuracy of a judge as RULER uses it (``local:<checkpoint>``, an API model,
+    ``oracle:<a>``) on ``env``'s groups in ``env``'s presentation order: a failed group counts 0.5
+    (a judge that has not finished its score list in ``max_tokens`` has failed: four scores take
+    about 70). Also the judge's cost: prompt and completion tokens, seconds per group."""
+    from tqdm import tqdm
+
+    from rubricgym.judges.ruler import RulerConfig, oracle_ruler_result, ruler_score_sync
+    from rubricgym.llm import make_llm
+
+    tasks = env.tasks[: max_groups or None]
+    oracle = OracleJudge.parse(judge) if is_oracle(judge) else None
+    llm = None if oracle else make_llm(judge)
+    config = RulerConfig(**{**env.config.ruler, "dedup": False, "max_tokens": max_tokens, "max_fixes": max_fixes})
+    agreements, failed, tokens, start = [], 0, [0, 0], time.perf_counter()
+    for task in tqdm(tasks, desc=f"judging held-out groups ({judge})", unit="group", disable=not progress):
+        order = env.presentation(task)
+        shown = [list(task.trajectories[i]) for i in order]
+        if oracle is not None:
+            result = oracle_ruler_result(oracle, task.id, [task.gold[i] == max(task.gold) for i in order])
+        else:
+            result = ruler_score_sync(shown, llm, config, list(task.tools) if task.tools else None)
+        tokens[0] += result.prompt_tokens
+        tokens[1] += result.completion_tokens
+        if result.failed:
+            failed += 1
+            agreements.append(0.5)
+            continue
+        agreements.append(pair_agreement(list(result.scores), [task.gold[i] for i in order]))
+    seconds = time.perf_counter() - start
+    return {"pairwise": float(np.mean(agreements)), "groups": len(tasks), "failed": failed,
+            "prompt_tokens": tokens[0], "completion_tokens": tokens[1], "seconds_per_group": seconds / max(1, len(tasks)),
+            "per_group": agreements}
+
+
+def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str, Any]:
+    """Train a judge as ``config`` says; returns the checkpoint, the training curve and the
+    held-out pairwise accuracy of the policy's greedy replies before and after."""
+    from rubricgym.agents.checkpoints import set_seed
+    from rubricgym.agents.train import TrainConfig, Trainer
+
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    held_out = eval_env(config)
+    set_seed(config.seed)
+    curve: list[dict[str, Any]] = []
+    checkpoint: Path | None = None
+    policy = Policy(config.policy)
+
+    def measure(stage: str, step: int) -> dict[str, float]:
+        measured = policy_pairwise(policy, held_out, config.max_eval_groups)
+        curve.append({"stage": stage, "step": step, **measured})
+        return measured
+
+    start = time.perf_counter()
+    if "sft" in config.method:
+        rows = [row for order in config.sft_orders for row in teacher_rows(judge_env(config.groups, order=order), config.teacher)]
+        sft_config = config.sft
+        sft_config.eval_every = sft_config.eval_every or config.eval_every
+        sft(policy, rows, sft_config, out / "sft", on_eval=lambda step: measure("sft", step), progress=progress)
+        checkpoint = max((out / "sft").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    if "grpo" in config.method:
+        if not curve:
+            measure("grpo", 0)
+        base_steps = curve[-1]["step"]
+        policy_config = config.policy if checkpoint is None else PolicyConfig(**{**vars(config.policy), "adapter": str(checkpoint)})
+        train_config = TrainConfig(env=JUDGE_ENV, env_kwargs={"groups": config.groups} if config.groups != "math" else {},
+                                   steps=config.grpo_steps, group_size=config.group_size,
+                                   groups_per_step=config.groups_per_step, seed=config.seed, output_dir=str(out / "grpo"),
+                                   report_to=("none",), record_groups=0, eval_tasks=1, policy=policy_config)
+        train_config.grpo.learning_rate = config.grpo_learning_rate
+        del policy  # the trainer builds its own (from the SFT adapter)
+        trainer = Trainer(train_config)
+        policy = trainer.policy
+        for step in range(1, config.grpo_steps + 1):
+            stats = trainer.train_step()
+            trainer.log(stats)
+            if step == config.grpo_steps or step % config.eval_every == 0:
+                measure("grpo", base_steps + step)
+        checkpoint = trainer.save_checkpoint()
+        trainer.envs.close()
+    minutes = (time.perf_counter() - start) / 60
+    (out / "curve.json").write_text(json.dumps(curve, indent=1))
+    plot = plot_curve(curve, out / "judge_curve.png", f"{config.method} judge, teacher {config.teacher}")
+    return {"checkpoint": str(checkpoint), "curve": curve, "held_out_pairwise": curve[-1]["pairwise"],
+            "untrained_pairwise": curve[0]["pairwise"], "minutes": minutes, "plot": str(plot)}
+
+
+def plot_curve(curve: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """Held-out pairwise accuracy (and valid-reply share) over judge-training steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for stage, marker in (("sft", "o"), ("grpo", "s")):
+        points = [r for r in curve if r["stage"] == stage]
+        if points:
+            ax.plot([r["step"] for r in points], [r["pairwise"] for r in points], marker=marker, label=f"{stage}: pairwise")
+            ax.plot([r["step"] for r in points], [r["valid"] for r in points], marker=marker, linestyle=":",
+                    alpha=0.6, label=f"{stage}: valid replies")
+    ax.axhline(0.5, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("optimiser step")
+    ax.set_ylabel("held-out share")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

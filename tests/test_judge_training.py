@@ -1,0 +1,181 @@
+"""Judge training: the JudgeGroup family's reward on hand-made groups, its data sources, teacher
+rows, and a trained judge checkpoint that every judge setting loads as ``local:<checkpoint>``."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import rubricgym  # noqa: F401
+from rubricgym.envs.judge import JudgeGroupEnv, pair_agreement
+
+
+def member(answer: str, correct: bool | None = None, **extra) -> dict:
+    row = {"messages": [{"role": "system", "content": "Answer with the sum."}, {"role": "user", "content": "What is 2 + 3?"},
+                        {"role": "assistant", "content": answer}], **extra}
+    if correct is not None:
+        row["correct"] = correct
+    return row
+
+
+GROUP = {"task_id": "sum", "trajectories": [member("5", True), member("6", False), member("The sum is 5.", True),
+                                            member("7", False)]}
+
+
+def reply(scores: dict[str, float]) -> str:
+    return json.dumps({"scores": [{"trajectory_id": k, "score": v} for k, v in scores.items()]})
+
+
+@pytest.fixture
+def env():
+    return JudgeGroupEnv(groups=[GROUP])
+
+
+def test_reward_is_pairwise_agreement_with_the_gold_order(env):
+    env.reset(seed=0)
+    assert env.step(reply({"t1": 0.9, "t2": 0.1, "t3": 0.8, "t4": 0.2}))[1] == 1.0  # the gold order
+    env.reset(seed=0)
+    assert env.step(reply({"t1": 0.1, "t2": 0.9, "t3": 0.2, "t4": 0.8}))[1] == 0.0  # reversed
+    env.reset(seed=0)
+    assert env.step(reply({"t1": 0.5, "t2": 0.5, "t3": 0.5, "t4": 0.5}))[1] == 0.5  # all ties
+    env.reset(seed=0)
+    # 3 of the 4 (right, wrong) pairs in order: t3 under t4 is the one miss
+    _, reward, terminated, _, info = env.step(reply({"t1": 0.9, "t2": 0.1, "t3": 0.3, "t4": 0.4}))
+    assert reward == 0.75 and terminated and info["reward_components"] == {"pairwise": 0.75, "format": 1.0}
+
+
+@pytest.mark.parametrize("bad", ["I like t1 best.", reply({"t1": 1, "t2": 0, "t3": 1}),
+                                 reply({"t1": 1, "t2": 0, "t3": 1, "t9": 0}), '{"scores": [{"trajectory_id": "t1"}]}',
+                                 reply({"t1": float("nan"), "t2": 0, "t3": 1, "t4": 0}), ""])
+def test_a_malformed_reply_gets_the_format_penalty(env, bad):
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(bad)
+    assert reward == -0.5 and terminated and info["reward_components"]["format"] == 0.0 and info["judge_error"]
+
+
+def test_the_observation_is_rulers_prompt_and_the_env_passes_check_env(env):
+    from rubricgym.judges.ruler import RulerConfig, build_judge_messages
+
+    obs, info = env.reset(seed=0)
+    members = [t["messages"] for t in GROUP["trajectories"]]
+    assert obs == build_judge_messages(members, ["t1", "t2", "t3", "t4"], [0, 1, 2, 3],
+                                       RulerConfig(explanation_max_chars=0), None)
+    assert info["gold"] == [1.0, 0.0, 1.0, 0.0]
+    check_env(JudgeGroupEnv(groups=[GROUP]))
+
+
+def test_reversed_presentation_keeps_the_ids_of_the_members():
+    env = JudgeGroupEnv(groups=[GROUP], order="reversed")
+    obs, _ = env.reset(seed=0)
+    assert obs[1]["content"].index('id="t4"') < obs[1]["content"].index('id="t1"')
+    assert env.step(reply({"t4": 0.1, "t3": 0.9, "t2": 0.2, "t1": 0.8}))[1] == 1.0
+
+
+def test_gold_sources_teacher_scores_llmbar_pairs_and_degenerate_groups(tmp_path):
+    judged = {"task_id": "j", "trajectories": [member("a", False, judged={"ruler_score": 0.2}),
+                                               member("b", True, judged={"ruler_score": 0.7}),
+                                               member("c", True, judged={"ruler_score": 0.9})]}
+    same = {"task_id": "s", "trajectories": [member("5", True), member("5.0", True)]}
+    env = JudgeGroupEnv(groups=[judged, same])  # the all-correct group carries no order: left out
+    assert [t.gold for t in env.tasks] == [(0.2, 0.7, 0.9)]  # the teacher's scores win over correct
+    assert JudgeGroupEnv(groups=[judged], gold="correct").tasks[0].gold == (0.0, 1.0, 1.0)
+    llmbar = tmp_path / "pairs.json"
+    llmbar.write_text(json.dumps([{"input": "Say hi.", "output_1": "Bye.", "output_2": "Hi!", "label": 2}]))
+    pair = JudgeGroupEnv(groups=str(llmbar))
+    assert pair.tasks[0].gold == (1.0, 0.0) and pair.tasks[0].trajectories[0][-1]["content"] == "Hi!"
+    with pytest.raises(ValueError, match="no group with two members of different gold"):
+        JudgeGroupEnv(groups=[same])
+    with pytest.raises(ValueError, match="row 1: expected 'trajectories'"):
+        JudgeGroupEnv(groups=[{"task_id": "x"}])
+    with pytest.raises(FileNotFoundError, match="no such groups file"):
+        JudgeGroupEnv(groups=str(tmp_path / "missing.jsonl"))
+
+
+def test_built_in_math_groups_are_verified_answers_of_disjoint_tasks():
+    train, test = gym.make("JudgeGroup-v0").unwrapped, gym.make("JudgeGroup-v0", split="test").unwrapped
+    assert len(train.tasks) >= 100 and len(test.tasks) >= 30
+    assert all(set(t.gold) == {0.0, 1.0} for t in train.tasks + test.tasks)
+    ids = lambda env: {t.id.split("#")[0] for t in env.tasks}  # noqa: E731
+    assert ids(train).isdisjoint(ids(test)) and all("train" in i for i in ids(train)) and all("test" in i for i in ids(test))
+
+
+def test_teacher_rows_score_one_in_the_env_and_an_oracle_teacher_has_its_accuracy():
+    from rubricgym.app.judge_training import teacher_rows
+
+    env = gym.make("JudgeGroup-v0").unwrapped
+    rows = teacher_rows(env, "verifier")
+    assert len(rows) == len(env.tasks)
+    for task, row in zip(env.tasks[:20], rows):
+        env.reset(options={"task_id": task.id})
+        assert env.step(row["completion"][0]["content"])[1] == 1.0
+    agreement = []
+    for task, row in zip(env.tasks, teacher_rows(env, "oracle:0.8")):
+        scores = {s["trajectory_id"]: s["score"] for s in json.loads(row["completion"][0]["content"])["scores"]}
+        agreement.append(pair_agreement([scores[i] for i in env.ids(task)], list(task.gold)))
+    assert 0.7 < np.mean(agreement) < 0.9  # a 0.8 teacher, read on a few hundred pairs
+
+
+@pytest.mark.slow
+def test_a_trained_judge_loads_as_local_checkpoint_and_judges_differently(tmp_path):
+    """Train one SFT step, load the checkpoint as ``local:<path>``: RULER's scores of the same
+    group differ from the untrained judge's; a policy can start GRPO from the same adapter."""
+    import torch
+
+    from rubricgym.agents.policy import Policy, PolicyConfig
+    from rubricgym.agents.sft import SFTConfig, sft
+    from rubricgym.app.judge_training import teacher_rows
+    from rubricgym.judges.ruler import RulerConfig, ruler_score_sync
+    from rubricgym.llm import LLMConfig, make_llm
+
+    env = JudgeGroupEnv(groups=[GROUP])
+    policy = Policy(PolicyConfig(lora_r=8))
+    history = sft(policy, teacher_rows(env, "verifier") * 4, SFTConfig(epochs=1, batch_size=4, learning_rate=1e-3),
+                  tmp_path / "judge", progress=False)
+    assert history[-1]["loss"] > 0
+    checkpoint = tmp_path / "judge" / "checkpoint-1"
+    members = [t["messages"] for t in GROUP["trajectories"]]
+    config = RulerConfig(scoring="probability")
+    untrained = ruler_score_sync(members, make_llm("local", config=LLMConfig(cache_dir=None)), config)
+    trained_judge = make_llm(f"local:{checkpoint}", config=LLMConfig(cache_dir=None))
+    assert trained_judge.name.startswith(f"local:{checkpoint}@")  # the cache key carries the weights' hash
+    trained = ruler_score_sync(members, trained_judge, config)
+    assert not trained.failed and not untrained.failed
+    assert max(abs(a - b) for a, b in zip(trained.scores, untrained.scores)) > 1e-3
+    restarted = Policy(PolicyConfig(lora_r=8, adapter=str(checkpoint)))
+    for name, weight in policy.model.state_dict().items():
+        if "lora_" in name:
+            assert torch.equal(weight, restarted.model.state_dict()[name]), name
+
+
+@pytest.mark.slow
+def test_train_judge_cli_runs_sft_then_grpo(tmp_path):
+    from rubricgym.app.cli import main
+
+    groups = tmp_path / "groups.jsonl"
+    groups.write_text(json.dumps(GROUP) + "\n" + json.dumps({**GROUP, "task_id": "other"}) + "\n")
+    out = tmp_path / "judge"
+    assert main(["train-judge", "--groups", str(groups), "--eval-groups", str(groups), "--method", "sft+grpo",
+                 "--sft-epochs", "1", "--sft-batch-size", "2", "--grpo-steps", "1", "--group-size", "2",
+                 "--groups-per-step", "1", "--max-new-tokens", "24", "--output-dir", str(out)]) == 0
+    curve = json.loads((out / "curve.json").read_text())
+    assert [r["stage"] for r in curve] == ["sft", "sft", "grpo"]
+    assert (out / "judge_curve.png").stat().st_size > 0 and (out / "grpo" / "checkpoint-1" / "adapter").is_dir()
+
+
+@pytest.mark.slow
+def test_judge_data_records_groups_with_their_verified_outcome(tmp_path):
+    from rubricgym.app.cli import main
+    from rubricgym.envs.judge import read_rows
+
+    out = tmp_path / "groups.jsonl"
+    assert main(["judge-data", "--env", "WordSort-v0", "--groups", "2", "--group-size", "2", "--max-new-tokens", "8",
+                 "-o", str(out)]) == 0
+    rows = read_rows(out)
+    assert len(rows) == 2 and all(len(r["trajectories"]) == 2 for r in rows)
+    assert all(isinstance(t["correct"], bool) and t["messages"][-1]["role"] == "assistant"
+               for r in rows for t in r["trajectories"])
+    assert all(r["task_id"].startswith("ws-train-") for r in rows)
