@@ -80,15 +80,39 @@ def save_stage(folder: Path, result: dict) -> None:
     (folder / "stage.json").write_text(json.dumps(result))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def measure_judges(args, judges: dict[str, str]) -> tuple[dict, dict, dict, str]:
+    """Held-out pairwise accuracy of each judge (greedy replies, both orders), the best one as
+    RULER calls it, and LLMBar Natural for the untrained and the best judge."""
     from rubricgym.agents.policy import Policy, PolicyConfig
-    from rubricgym.agents.sft import SFTConfig
-    from rubricgym.app.bench import BenchConfig, run_bench
-    from rubricgym.app.judge_training import (JudgeTrainingConfig, judge_env, plot_curve, policy_pairwise, ruler_pairwise,
-                                              train_judge)
+    from rubricgym.app.judge_training import judge_env, policy_pairwise, ruler_pairwise
     from rubricgym.app.llmbar import judge_pairs
     from rubricgym.judges.ruler import RulerConfig
+
+    measured: dict[str, dict] = {}
+    for name in judges:  # greedy replies, batched: every judge in both presentation orders
+        policy = Policy(PolicyConfig(max_new_tokens=96, lora_r=0, model=None if name == "untrained" else judges[name][6:]))
+        for order in ("recorded", "reversed"):
+            measured[f"{name}:{order}"] = policy_pairwise(policy, judge_env("math", "test", order=order), args.judge_groups)
+        measured[name] = {"pairwise": (measured[f"{name}:recorded"]["pairwise"] + measured[f"{name}:reversed"]["pairwise"]) / 2}
+        del policy
+    best = max(("sft", "grpo"), key=lambda name: measured[name]["pairwise"])
+    # the best judge as RULER calls it (constrained decoding), with its cost
+    as_used = {k: v for k, v in ruler_pairwise(judges[best], judge_env("math", "test"), args.judge_groups).items()
+               if k != "per_group"}
+    llmbar = {}
+    for name in ("untrained", best):
+        verdicts = judge_pairs(judges[name], "natural", args.llmbar_pairs,
+                               config=RulerConfig(explanation_max_chars=0, max_tokens=128, max_fixes=0))
+        llmbar[name] = {"accuracy": verdicts.accuracy, "both": verdicts.both_correct, "pairs": verdicts.pairs}
+    return measured, as_used, llmbar, best
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from rubricgym.agents.policy import PolicyConfig
+    from rubricgym.agents.sft import SFTConfig
+    from rubricgym.app.bench import BenchConfig, run_bench
+    from rubricgym.app.judge_training import JudgeTrainingConfig, plot_curve, train_judge
 
     work = Path(args.work)
     if args.smoke:
@@ -113,22 +137,13 @@ def main(argv: list[str] | None = None) -> int:
                "judge training on JudgeGroup-v0 (math): held-out pairwise accuracy of greedy replies")
 
     judges = {"untrained": "local", "sft": f"local:{sft['checkpoint']}", "grpo": f"local:{grpo['checkpoint']}"}
-    measured: dict[str, dict] = {}
-    for name in judges:  # greedy replies, batched: every judge in both presentation orders
-        policy = Policy(PolicyConfig(max_new_tokens=96, lora_r=0, model=None if name == "untrained" else judges[name][6:]))
-        for order in ("recorded", "reversed"):
-            measured[f"{name}:{order}"] = policy_pairwise(policy, judge_env("math", "test", order=order), args.judge_groups)
-        measured[name] = {"pairwise": (measured[f"{name}:recorded"]["pairwise"] + measured[f"{name}:reversed"]["pairwise"]) / 2}
-        del policy
-    best = max(("sft", "grpo"), key=lambda name: measured[name]["pairwise"])
-    # the best judge as RULER calls it (constrained decoding), with its cost
-    as_used = {k: v for k, v in ruler_pairwise(judges[best], judge_env("math", "test"), args.judge_groups).items()
-               if k != "per_group"}
-    llmbar = {}
-    for name in ("untrained", best):
-        verdicts = judge_pairs(judges[name], "natural", args.llmbar_pairs,
-                               config=RulerConfig(explanation_max_chars=0, max_tokens=128, max_fixes=0))
-        llmbar[name] = {"accuracy": verdicts.accuracy, "both": verdicts.both_correct, "pairs": verdicts.pairs}
+    measured_file = work / "measured.json"  # the judges' held-out numbers, kept for a rerun of the bench part
+    if measured_file.is_file():
+        saved = json.loads(measured_file.read_text())
+        measured, as_used, llmbar, best = saved["measured"], saved["as_used"], saved["llmbar"], saved["best"]
+    else:
+        measured, as_used, llmbar, best = measure_judges(args, judges)
+        measured_file.write_text(json.dumps({"measured": measured, "as_used": as_used, "llmbar": llmbar, "best": best}))
 
     seeds = tuple(int(s) for s in args.seeds.split(","))
     budget = dict(envs=("Math-v0",), steps=args.bench_steps, eval_tasks=args.bench_eval_tasks, seeds=seeds,
