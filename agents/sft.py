@@ -15,7 +15,6 @@ Examples:
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,22 +58,6 @@ def sft_row(row: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         raise ValueError("an SFT row needs 'prompt' (or 'messages'), a list of chat messages, and 'completion', "
                          f"a string or a list of assistant messages; got keys {sorted(row)}")
     return prompt, completion
-
-
-def read_sft_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file, each checked."""
-    rows = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                row = json.loads(line)
-                sft_row(row)
-            except (json.JSONDecodeError, ValueError, AttributeError) as err:
-                raise ValueError(f"{path}:{number}: {err}") from None
-            rows.append(row)
-    if not rows:
-        raise ValueError(f"{path}: no rows")
-    return rows
 
 
 def encode_row(policy: Policy, row: dict[str, Any], max_completion_tokens: int) -> tuple[list[int], list[int]]:

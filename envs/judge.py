@@ -34,6 +34,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from rubricgym.data import read_file
 from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, make_config
 from rubricgym.judges.ruler import RulerConfig, RulerResponse, build_judge_messages, check_response_ids
 from rubricgym.llm.jsonutil import JSONExtractionError, extract_json
@@ -154,20 +155,6 @@ def rows_to_tasks(rows: list[dict[str, Any]], gold: str = "auto", where: str = "
     return tasks
 
 
-def read_rows(source: str | Path) -> list[Any]:
-    """The rows of a ``.jsonl`` (one per line) or ``.json`` (a list) file, with a clear error."""
-    path = Path(source)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such groups file (a groups.jsonl, an LLMBar .json, or 'math')")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".json":
-            return list(json.loads(text))
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-
-
 class JudgeGroupEnv(ChatEnv):
     """Judge a recorded group: reward = pairwise agreement of the scores with the gold order."""
 
@@ -184,9 +171,9 @@ class JudgeGroupEnv(ChatEnv):
             rows, where = cfg.groups, "groups"
         elif cfg.groups in BUILT_IN:
             path = DATA / BUILT_IN[cfg.groups].format(split=cfg.split)
-            rows, where = read_rows(path), path.name
+            rows, where = read_file(path), path.name
         else:
-            rows, where = read_rows(cfg.groups), str(cfg.groups)
+            rows, where = read_file(cfg.groups), str(cfg.groups)
         self.tasks = rows_to_tasks(rows, cfg.gold, where)[: cfg.max_groups or None]
         if not self.tasks:
             raise ValueError(f"{where}: no group with two members of different gold (nothing to order)")

@@ -11,6 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import rubricgym  # noqa: F401
+from rubricgym.data import DatasetLoadError
 from rubricgym.envs.judge import JudgeGroupEnv, pair_agreement
 
 
@@ -91,7 +92,7 @@ def test_gold_sources_teacher_scores_llmbar_pairs_and_degenerate_groups(tmp_path
         JudgeGroupEnv(groups=[same])
     with pytest.raises(ValueError, match="row 1: expected 'trajectories'"):
         JudgeGroupEnv(groups=[{"task_id": "x"}])
-    with pytest.raises(FileNotFoundError, match="no such groups file"):
+    with pytest.raises(DatasetLoadError, match="no dataset file at"):
         JudgeGroupEnv(groups=str(tmp_path / "missing.jsonl"))
 
 
@@ -169,12 +170,12 @@ def test_train_judge_cli_runs_sft_then_grpo(tmp_path):
 @pytest.mark.slow
 def test_judge_data_records_groups_with_their_verified_outcome(tmp_path):
     from rubricgym.app.cli import main
-    from rubricgym.envs.judge import read_rows
+    from rubricgym.data import read_file
 
     out = tmp_path / "groups.jsonl"
     assert main(["judge-data", "--env", "WordSort-v0", "--groups", "2", "--group-size", "2", "--max-new-tokens", "8",
                  "-o", str(out)]) == 0
-    rows = read_rows(out)
+    rows = read_file(out)
     assert len(rows) == 2 and all(len(r["trajectories"]) == 2 for r in rows)
     assert all(isinstance(t["correct"], bool) and t["messages"][-1]["role"] == "assistant"
                for r in rows for t in r["trajectories"])

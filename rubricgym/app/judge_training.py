@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -178,23 +178,19 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
     start = time.perf_counter()
     if "sft" in config.method:
         rows = [row for order in config.sft_orders for row in teacher_rows(judge_env(config.groups, order=order), config.teacher)]
-        sft_config = config.sft
-        sft_config.eval_every = sft_config.eval_every or config.eval_every
+        sft_config = replace(config.sft, eval_every=config.sft.eval_every or config.eval_every)
         sft(policy, rows, sft_config, out / "sft", on_eval=lambda step: measure("sft", step), progress=progress)
         checkpoint = max((out / "sft").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     if "grpo" in config.method:
         if not curve:
             measure("grpo", 0)
         base_steps = curve[-1]["step"]
-        policy_config = config.policy if checkpoint is None else PolicyConfig(**{**vars(config.policy), "adapter": str(checkpoint)})
         train_config = TrainConfig(env=JUDGE_ENV, env_kwargs={"groups": config.groups} if config.groups != "math" else {},
                                    steps=config.grpo_steps, group_size=config.group_size,
                                    groups_per_step=config.groups_per_step, seed=config.seed, output_dir=str(out / "grpo"),
-                                   report_to=("none",), record_groups=0, eval_tasks=1, policy=policy_config)
+                                   report_to=("none",), record_groups=0, eval_tasks=1, policy=config.policy)
         train_config.grpo.learning_rate = config.grpo_learning_rate
-        del policy  # the trainer builds its own (from the SFT adapter)
-        trainer = Trainer(train_config)
-        policy = trainer.policy
+        trainer = Trainer(train_config, policy=policy)  # GRPO goes on from the SFT weights in memory
         for step in range(1, config.grpo_steps + 1):
             stats = trainer.train_step()
             trainer.log(stats)
