@@ -11,10 +11,13 @@ from rubricgym.app.flags import add_config_flags, config_from_args
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from rubricgym.registration import ENVS
+    from rubricgym.registration import ENVS, default_env
 
-    width = max(len(env.id) for env in ENVS.values())
-    for env in ENVS.values():
+    # the default family first (the ids runs use when they name none), then registration order
+    default = default_env()
+    envs = sorted(ENVS.values(), key=lambda env: (env.base or env.id) != default)
+    width = max(len(env.id) for env in envs)
+    for env in envs:
         print(f"{env.id:<{width}}  {env.summary}")
     return 0
 
