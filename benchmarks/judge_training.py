@@ -26,13 +26,14 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
+from rubricgym.app.stages import stage, work_folder  # noqa: E402
+from rubricgym.app.stats import Interval  # noqa: E402
 
 RESULTS = results_dir(__file__)
 
@@ -60,24 +61,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def interval(value: dict) -> str:
-    """A bench row's interval (``{"mean", "low", "high"}``) as ``+0.250[+0.10,+0.40]`` (one RESULT token)."""
-    return f"{value['mean']:+.3f}[{value['low']:+.2f},{value['high']:+.2f}]"
+    return Interval.of(value).token()
 
 
 def signed(value: dict | None) -> str:
-    if value is None:
-        return ""
-    return f"{value['mean']:+.3f} [{value['low']:+.2f}, {value['high']:+.2f}]" + (" *" if value["significant"] else "")
-
-
-def finished(folder: Path) -> dict | None:
-    """A training stage that an earlier invocation finished (``--work`` keeps it; delete it to retrain)."""
-    path = folder / "stage.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def save_stage(folder: Path, result: dict) -> None:
-    (folder / "stage.json").write_text(json.dumps(result))
+    return "" if value is None else Interval.of(value).signed()
 
 
 def measure_judges(args, judges: dict[str, str]) -> tuple[dict, dict, dict, str]:
@@ -114,23 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     from rubricgym.app.bench import BenchConfig, run_bench
     from rubricgym.app.judge_training import JudgeTrainingConfig, plot_curve, train_judge
 
-    work = Path(args.work)
-    if args.smoke:
-        import shutil
-
-        shutil.rmtree(work, ignore_errors=True)  # the smoke trains every stage
+    work = work_folder(args.work, fresh=args.smoke)
     RESULTS.mkdir(parents=True, exist_ok=True)
     smoke = args.smoke
     common = dict(eval_every=args.eval_every, max_eval_groups=args.curve_groups)
     start = time.perf_counter()
-    sft = finished(work / "sft") or train_judge(JudgeTrainingConfig(
+    sft = stage(work / "sft", lambda: train_judge(JudgeTrainingConfig(
         method="sft", sft=SFTConfig(epochs=args.sft_epochs), output_dir=str(work / "sft"),
-        sft_orders=tuple(args.sft_orders.split(",")), **common))
-    save_stage(work / "sft", sft)
-    grpo = finished(work / "grpo") or train_judge(JudgeTrainingConfig(
+        sft_orders=tuple(args.sft_orders.split(",")), **common)))
+    grpo = stage(work / "grpo", lambda: train_judge(JudgeTrainingConfig(
         method="grpo", grpo_steps=args.grpo_steps, group_size=args.grpo_group_size, groups_per_step=args.grpo_groups_per_step,
-        output_dir=str(work / "grpo"), policy=PolicyConfig(max_new_tokens=96, adapter=sft["checkpoint"]), **common))
-    save_stage(work / "grpo", grpo)
+        output_dir=str(work / "grpo"), policy=PolicyConfig(max_new_tokens=96, adapter=sft["checkpoint"]), **common)))
     training_minutes = {"sft": sft["minutes"], "grpo": grpo["minutes"]}
     curve = sft["curve"] + [{**r, "step": r["step"] + sft["curve"][-1]["step"]} for r in grpo["curve"][1:]]
     plot_curve(curve, RESULTS / "judge_training_curve.png",

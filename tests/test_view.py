@@ -92,6 +92,10 @@ def test_report_of_rubric_groups_and_of_a_judged_file(tmp_path, chromium):
     assert rubric_sets and dom.count('class="rubrics"') == sum(bool((row.get("group_info") or {}).get("rubrics"))
                                                                 for row in recorded)
     assert dom.count("no parseable rubric") == sum(not r["items"] for r in rubric_sets)
+    # each rubric group's diagnostics under its table, as recorded
+    assert dom.count('class="rubric-stats"') == dom.count('class="rubrics"')
+    first = next((row.get("group_info") or {})["rubric_stats"] for row in recorded if (row.get("group_info") or {}).get("rubrics"))
+    assert f"format_rate {first['format_rate']:.2f}" in dom and f"items_per_rubric {first['items_per_rubric']:.2f}" in dom
 
     judged = tmp_path / "judged.jsonl"
     example = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples" / "refund_group.jsonl"

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from rubricgym.judges.oracle import is_oracle
 from rubricgym.judges.ruler import RulerConfig
 from rubricgym.llm import LLM, LLMConfig, make_llm
 from rubricgym.registration import (ENVS, SCHEMES, base_env_id, check_env_kwargs, env_class, held_out, scheme_of,
@@ -45,6 +46,10 @@ class BenchRow:
     name: str
     env_id: str
     knobs: dict[str, Any] = field(default_factory=dict)
+    """Env knobs of this row; a judge knob named here (``verifier``, ``judge``) wins over the bench's judge."""
+    adapter: str | None = None
+    """A checkpoint whose LoRA weights this row's policy starts from (a cold start); the held-out
+    score before training stays the untrained weights' (gains are over the same start for every row)."""
 
 
 def bench_envs() -> tuple[str, ...]:
@@ -124,10 +129,15 @@ class BenchConfig:
     steps or fewer, else ``reward_schemes_full``. Name subset runs so they do not replace the full table."""
     command: str = ""
     """The command line of the run, written at the top of the table."""
+    rows: tuple[BenchRow, ...] = ()
+    """Explicit rows for a one-family run (``benchmarks/rlcer.py``), the reference first, instead of
+    the family's registered rows."""
 
     def __post_init__(self):
         RulerConfig(scoring=self.judge_scoring)  # RULER's own check, before the reference spends minutes
         self.envs = tuple(self.envs) or bench_envs()
+        if self.rows and len(self.envs) != 1:
+            raise ValueError(f"explicit bench rows are for one family; got envs {self.envs}")
         for env_id in self.envs:  # an unknown id or knob fails now, before any model loads
             check_env_kwargs(env_id, training_kwargs(env_id, self.env_kwargs))
 
@@ -143,7 +153,7 @@ def _row_kwargs(env_id: str, row: BenchRow, config: BenchConfig, judge: LLM) -> 
     if scheme is not None and scheme.judge_knob:
         settings = {scheme.judge_knob: judge, "max_tokens": config.judge_max_tokens, "max_fixes": config.judge_max_fixes,
                     "explanation_max_chars": config.judge_explanation_chars, "scoring": config.judge_scoring}
-        kwargs.update({k: v for k, v in settings.items() if k == scheme.judge_knob or k in scheme.knobs})
+        kwargs.update({k: v for k, v in settings.items() if (k == scheme.judge_knob or k in scheme.knobs) and k not in row.knobs})
     return kwargs
 
 
@@ -170,6 +180,8 @@ def _held_out(policy, env_id: str, config: BenchConfig) -> list[bool]:
 
 
 def _selected(config: BenchConfig, env_id: str) -> list[BenchRow]:
+    if config.rows:
+        return list(config.rows)
     rows = bench_rows(env_id)
     chosen = [row for row in rows if not config.schemes or row.name in config.schemes
               or f"{env_id}:{row.name}" in config.schemes]
@@ -195,13 +207,20 @@ def _train_scheme(env_id: str, row: BenchRow, seed: int, config: BenchConfig, ba
     scheme = scheme_of(row.env_id)
     judged = scheme is not None and scheme.judge_knob is not None
     judge = _scheme_judge(backend, config)
+    own = row.knobs.get(scheme.judge_knob) if judged else None
+    if isinstance(own, str) and not is_oracle(own):  # the row's own judge (a trained verifier), counted as the bench's is
+        judge = _scheme_judge(make_llm(own, api_base=config.api_base).backend, config)
+        row = replace(row, knobs={**row.knobs, scheme.judge_knob: judge})
+    elif own is not None:  # a simulated judge makes no calls
+        judged = False
     budget = config.budget(env_id)
     train_config = TrainConfig(env=row.env_id, env_kwargs=_row_kwargs(env_id, row, config, judge), algo="grpo",
                                steps=config.steps, group_size=budget["group_size"],
                                groups_per_step=budget["groups_per_step"], seed=seed, eval_tasks=0,
                                checkpoint_every=0, record_groups=0, report_to=(), show_completions=0,
                                output_dir=f"/tmp/rubricgym-bench/{env_id}-{row.name}-{seed}",
-                               policy=PolicyConfig(max_new_tokens=budget["max_new_tokens"], cpu_threads="fixed"))
+                               policy=PolicyConfig(max_new_tokens=budget["max_new_tokens"], cpu_threads="fixed",
+                                                   adapter=row.adapter))
     trainer = Trainer(train_config)
     before = _held_out(trainer.policy, env_id, config) if measure_before else None  # LoRA starts at zero
     started = time.perf_counter()
@@ -252,8 +271,9 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                    "minutes": minutes}
             env_rows.append(row)
             key = f"{env_id}:{name}"
+            diagnostics = sorted({k for h in flat for k in h if k.startswith("rubric_")})  # RLCER's per-step statistics
             curves[key] = {k: np.nanmean([[h.get(k, float("nan")) for h in history] for history in histories],
-                                         axis=0).tolist() for k in CURVE_KEYS}
+                                         axis=0).tolist() for k in CURVE_KEYS + tuple(diagnostics)}
             curves[key]["accuracy"] = curves[key].pop("train_accuracy")
             if progress:
                 print(f"{key:<28} held-out {row['held_out_before']:.3f} -> {row['held_out_after']:.3f}  "

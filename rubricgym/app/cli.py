@@ -289,6 +289,45 @@ def cmd_judge_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rubric_data(args: argparse.Namespace) -> int:
+    from rubricgym.app.rubric_data import group_references, rubricator_rows, verifier_rows, write_rows
+    from rubricgym.data import read_file
+    from rubricgym.envs.judge import BUILT_IN, DATA
+    from rubricgym.registration import default_env, held_out, training_kwargs
+
+    env_id = args.env or default_env()
+    kwargs = training_kwargs(env_id, args.env_kwargs or {})
+    if args.split == "test":
+        env_id, kwargs = held_out(env_id, kwargs)
+    path = DATA / BUILT_IN[args.groups].format(split=args.split) if args.groups in BUILT_IN else Path(args.groups)
+    rows = read_file(path)
+    references = group_references(rows, env_id, kwargs)
+    out = Path(args.output)
+    written = {"rubricator": write_rows(rubricator_rows(rows, references, args.answer_format), out / "rubricator.jsonl"),
+               "verifier": write_rows(verifier_rows(rows, references, args.answer_format, args.seed), out / "verifier.jsonl")}
+    for role, file in written.items():
+        print(f"{role}: {sum(1 for _ in file.open())} rows -> {file}")
+    print(f"cold start: rubricgym sft --data {written['rubricator']} --output-dir <dir>; "
+          f"then train with --adapter <dir>/checkpoint-<n> (and --judge local:<verifier checkpoint>)")
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from rubricgym.agents.policy import Policy, PolicyConfig
+    from rubricgym.agents.sft import SFTConfig, sft
+    from rubricgym.data import read_file
+
+    rows = read_file(args.data)
+    if args.max_rows:
+        rows = rows[:args.max_rows]
+    names = args.config_flags
+    policy = Policy(config_from_args(PolicyConfig, args, names["policy"]))
+    history = sft(policy, rows, config_from_args(SFTConfig, args, names["sft"]), output_dir=args.output_dir)
+    print(f"sft: {len(rows)} rows, {len(history)} steps, loss {history[0]['loss']:.3f} -> {history[-1]['loss']:.3f}; "
+          f"checkpoint {args.output_dir}/checkpoint-{len(history)} (use it: --adapter, or --judge local:<checkpoint>)")
+    return 0
+
+
 def cmd_train_judge(args: argparse.Namespace) -> int:
     from rubricgym.agents.policy import PolicyConfig
     from rubricgym.agents.sft import SFTConfig
@@ -425,6 +464,25 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sft_flags = add_config_flags(p, SFTConfig, prefix="sft_")
     policy_flags = add_config_flags(p, PolicyConfig, defaults={"max_new_tokens": 96})
     p.set_defaults(func=cmd_train_judge, config_flags={"judge": judge_flags, "sft": sft_flags, "policy": policy_flags})
+
+    p = sub.add_parser("rubric-data", help="RLCER cold-start rows (rubric writing and verification, labelled by the "
+                       "reference teacher) from recorded groups", formatter_class=formatter)
+    _add_env_flags(p, "the id that recorded the groups (its reference answers label the rows)")
+    p.add_argument("--groups", default="math", help="a groups.jsonl file (rubricgym judge-data), or 'math' (built-in)")
+    p.add_argument("--split", default="train", choices=["train", "test"], help="built-in groups' split; test: "
+                   "the family's held-out tasks")
+    p.add_argument("--answer-format", default="\\boxed{{{}}}", help="how the family's final answer is written")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", required=True, help="folder for rubricator.jsonl and verifier.jsonl")
+    p.set_defaults(func=cmd_rubric_data)
+
+    p = sub.add_parser("sft", help="supervised fine-tuning of the policy (LoRA) on prompt-completion rows: RLCER's "
+                       "cold start, a verifier or judge", formatter_class=formatter)
+    p.add_argument("--data", required=True, help="a JSONL / JSON / Parquet file of TRL prompt-completion rows")
+    p.add_argument("--max-rows", type=int, default=0, help="use the first k rows (0: all)")
+    p.add_argument("--output-dir", required=True, help="checkpoint-<steps> is written here")
+    p.set_defaults(func=cmd_sft, config_flags={"sft": add_config_flags(p, SFTConfig),
+                                                "policy": add_config_flags(p, PolicyConfig)})
 
     p = sub.add_parser("eval", help="held-out accuracy and pass@k of the default model or a checkpoint",
                        formatter_class=formatter)

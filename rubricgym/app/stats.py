@@ -40,6 +40,15 @@ class Interval:
     def signed(self) -> str:
         return f"{self.mean:+.3f} [{self.low:+.2f}, {self.high:+.2f}]{' *' if self.significant else ''}"
 
+    def token(self) -> str:
+        """As one RESULT-line token: ``+0.250[+0.10,+0.40]``."""
+        return f"{self.mean:+.3f}[{self.low:+.2f},{self.high:+.2f}]"
+
+    @classmethod
+    def of(cls, row: dict) -> "Interval":
+        """From a bench row's ``{"mean", "low", "high", ...}`` (the JSON form of :meth:`SchemeStats.as_dict`)."""
+        return cls(row["mean"], row["low"], row["high"])
+
 
 @dataclass(frozen=True)
 class SchemeStats:

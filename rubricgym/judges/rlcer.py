@@ -39,6 +39,8 @@ from pydantic import BaseModel, Field, ValidationError
 from rubricgym.llm import LLM, JSONExtractionError, LLMCallError, extract_json, make_llm
 
 from .base import GroupScore, Member, MemberScore
+from .checkable import OracleVerifier
+from .oracle import is_oracle
 
 # ---------------------------------------------------------------------------------------------
 # Rubric schema and prompts
@@ -202,14 +204,21 @@ def rlcer_rewards(rubric_sets: Sequence[RubricSet], correct: Sequence[bool], out
     rubricator = [(float(v.mean()) if len(v) else 0.0) + (1.0 if r.format_ok else 0.0) for r, v in zip(rubric_sets, valid_sets)]
     all_valid = np.concatenate(valid_sets) if valid_sets else np.zeros(0, dtype=bool)
     all_corr = np.concatenate(corr_sets) if corr_sets else np.zeros(0)
+    parsed = sum(r.format_ok for r in rubric_sets)
+    checks = np.concatenate([r.satisfaction.ravel() for r in rubric_sets if r.satisfaction is not None] or [np.zeros(0)])
     stats = {
         "valid_fraction": float(all_valid.mean()) if len(all_valid) else 0.0,
         "mean_valid_corr": float(all_corr[all_valid].mean()) if all_valid.any() else 0.0,
         "mean_cot_reward": float(cot.mean()),
         "num_items": float(len(all_valid)),
+        "items_per_rubric": float(len(all_valid) / parsed) if parsed else 0.0,  # of the rubrics that parsed
         "format_rate": float(np.mean([r.format_ok for r in rubric_sets])) if rubric_sets else 0.0,
         "degenerate": float(degenerate),
+        "unverified_fraction": float(np.mean(checks < 0)) if checks.size else 0.0,
     }
+    cot_correct = phi_correlation(cot, correct)
+    if np.isfinite(cot_correct):  # does the rubric reward track what it stands for? (undefined if either is constant)
+        stats["cot_correct_corr"] = cot_correct
     return RLCERResult(outcomes + cot, cot, rubricator, valid_sets, corr_sets, degenerate, stats)
 
 
@@ -227,13 +236,19 @@ def rubricator_messages(problem: str, cot: str, system: str = RUBRICATOR_SYSTEM,
     return [{"role": "system", "content": system}, {"role": "user", "content": user.format(problem=problem, cot=cot)}]
 
 
+def verifier_messages(problem: str, cot: str, items: Sequence[RubricItem], system: str = VERIFIER_SYSTEM,
+                      user: str = VERIFIER_USER) -> list[dict[str, str]]:
+    """The verifier's conversation: the task, one response and the numbered items in, verdicts out."""
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": user.format(problem=problem, cot=cot, items=render_items(items))}]
+
+
 async def verify_rollout(verifier: LLM, problem: str, cot: str, items: Sequence[RubricItem],
                          max_fixes: int = 2, system: str = VERIFIER_SYSTEM, user: str = VERIFIER_USER) -> list[bool] | None:
     """One verifier call deciding every item of a rubric on one rollout; None after failures."""
     if not items:
         return []
-    messages = [{"role": "system", "content": system},
-                {"role": "user", "content": user.format(problem=problem, cot=cot, items=render_items(items))}]
+    messages = verifier_messages(problem, cot, items, system, user)
     schema = {"type": "object", "required": ["satisfied"], "properties": {"satisfied": {
         "type": "array", "items": {"type": "string", "enum": ["yes", "no"]}, "minItems": len(items), "maxItems": len(items)}}}
 
@@ -252,11 +267,18 @@ async def verify_rollout(verifier: LLM, problem: str, cot: str, items: Sequence[
 
 async def fill_satisfaction(rubric_sets: Sequence[RubricSet], problem: str, cots: Sequence[str], verifier: LLM,
                             max_fixes: int = 2, system: str = VERIFIER_SYSTEM, user: str = VERIFIER_USER) -> int:
-    """Verify every rubric on every rollout (concurrently); returns the number of failed checks."""
+    """Verify every rubric on every rollout (concurrently); returns the number of failed checks.
+    A simulated verifier (:class:`~rubricgym.judges.checkable.OracleVerifier`) decides checkable
+    items by program and leaves the others unknown (-1); it makes no calls and never fails."""
     jobs, where = [], []
     for r, rubric in enumerate(rubric_sets):
         rubric.satisfaction = np.full((len(rubric.items), len(cots)), -1, dtype=int)
         if not rubric.items:
+            continue
+        if isinstance(verifier, OracleVerifier):
+            for n, cot in enumerate(cots):
+                verdicts = verifier.verdicts([item.description for item in rubric.items], cot)
+                rubric.satisfaction[:, n] = [-1 if v is None else int(v) for v in verdicts]
             continue
         for n, cot in enumerate(cots):
             jobs.append(verify_rollout(verifier, problem, cot, rubric.items, max_fixes, system, user))
@@ -348,7 +370,9 @@ class RubricConfig:
     """``"policy"``: the agent writes rubrics in a second turn (``info["role"] = "rubricator"``);
     otherwise a fixed LLM (model string or LLM) writes them."""
     verifier: Any = "local"
-    """Model string or LLM deciding each (item, rollout)."""
+    """Model string or LLM deciding each (item, rollout): ``local``, ``local:<checkpoint>`` (a
+    verifier trained by ``rubricgym train-verifier``), a LiteLLM model, or ``oracle:<accuracy>`` (a
+    simulated verifier of checkable items, :class:`~rubricgym.judges.checkable.OracleVerifier`)."""
     api_base: str | None = None
     """OpenAI-compatible server for string verifier / rubricator models."""
     rubrics_per_group: int = 2
@@ -371,6 +395,13 @@ class RubricConfig:
     """The verifier's request; ``{problem}``, ``{cot}`` and ``{items}`` are filled in."""
 
 
+DIAGNOSTICS = ("valid_fraction", "mean_valid_corr", "mean_cot_reward", "num_items", "items_per_rubric", "format_rate",
+               "degenerate", "cot_correct_corr", "unverified_fraction")
+"""The per-group statistics every training step logs as ``rubric_<name>`` (averaged over its
+groups; ``rubric_degenerate`` is the share of groups all right or all wrong, ``rubric_cot_correct_corr``
+the correlation of the chain-of-thought reward with correctness, over the groups where it is defined)."""
+
+
 class RubricScorer:
     """RLCER as a group scorer: rubrics written (by the policy or a fixed LLM), verified on every
     member, validated against correctness, turned into rewards; holds the bank and the tracker.
@@ -385,7 +416,8 @@ class RubricScorer:
 
     def __init__(self, config: RubricConfig | None = None):
         self.config = config = config or RubricConfig()
-        self.verifier = make_llm(config.verifier, api_base=config.api_base)
+        self.verifier = (OracleVerifier.parse(config.verifier) if is_oracle(config.verifier)
+                         else make_llm(config.verifier, api_base=config.api_base))
         self.policy_rubricator = isinstance(config.rubricator, str) and config.rubricator == "policy"
         self.rubricator = None if self.policy_rubricator else make_llm(config.rubricator, api_base=config.api_base)
         self.bank = RubricBank()
@@ -440,5 +472,4 @@ class RubricScorer:
             for k, item in enumerate(r.items)]} for r, valid, corr in zip(rubric_sets, result.valid, result.correlations)]
         return GroupScore(scored, failed=False, info={"rubric_stats": dict(result.stats), "rubrics": rubrics},
                           usage={"verifier_failures": float(failures)},
-                          stats={k: float(result.stats[k]) for k in ("valid_fraction", "mean_valid_corr", "mean_cot_reward",
-                                                                     "num_items") if k in result.stats})
+                          stats={k: float(result.stats[k]) for k in DIAGNOSTICS if k in result.stats})

@@ -1,0 +1,293 @@
+"""RLCER at small scale, the paper's stages: a cold start for the rubric writer, a trained verifier,
+then the reasoner and rubricator trained together, against RLVR on the same seeds and tasks.
+
+1. Cold start: ``rubricgym sft`` of the default model (LoRA) on rubric-writing rows of the
+   built-in math groups (the default model's own answers; generator train tasks), written by the
+   reference teacher (checkable items: the boxed answer, the working, the answer); measured on
+   held-out prompts (generator test tasks): format rate, items per rubric, the share of checkable
+   items and of rubrics that state the right answer, untrained against cold-started.
+2. Verifier: ``rubricgym sft`` on verifier rows (teacher items and distractors, verdicts decided by
+   program); held-out verdict accuracy as RLCER calls it (constrained decoding), untrained against trained.
+3. The bench rows (``rubricgym bench`` machinery, Math-v0, the default budget, paired seeds and
+   held-out tasks): ``rlvr``; ``rlcer`` (untrained policy and verifier, as the default bench);
+   ``rlcer+coldstart``; ``rlcer+coldstart+trained_verifier`` (the full recipe); and
+   ``rlcer+oracle_verifier:0.9`` (cold start, a simulated verifier right on 90 % of checkable verdicts).
+
+    python benchmarks/rlcer.py            # the measured run (results: benchmarks/results/rlcer.md)
+    python benchmarks/rlcer.py --smoke    # minutes, for CI
+
+Ends with ``RESULT rlvr=<a>[lo,hi] rlcer_full=<b>[lo,hi] valid_fraction_full=<v> diff_full=<b-a>[lo,hi]
+valid_fraction_coldstart=<v> diff_oracle=<d>[lo,hi] ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
+from rubricgym.app.stages import stage, work_folder  # noqa: E402
+from rubricgym.app.stats import Interval  # noqa: E402
+
+RESULTS = results_dir(__file__)
+ROWS = ("rlvr", "rlcer", "rlcer+coldstart", "rlcer+coldstart+trained_verifier", "rlcer+oracle_verifier:0.9")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--coldstart-epochs", type=float, default=0.25, help="passes over the 1,408 rubric-writing rows")
+    parser.add_argument("--verifier-epochs", type=float, default=0.2, help="passes over the 1,408 verifier rows")
+    parser.add_argument("--learning-rate", type=float, default=3e-4, help="both SFT stages (LoRA)")
+    parser.add_argument("--probe-rows", type=int, default=32, help="held-out prompts of each stage's measurement")
+    parser.add_argument("--hint-tasks", type=int, default=48, help="held-out tasks of the hint measurement")
+    parser.add_argument("--rows", default=",".join(ROWS), help="bench rows to run (rlvr always runs)")
+    parser.add_argument("--steps", type=int, default=6, help="the bench's steps per row (its default budget)")
+    parser.add_argument("--eval-tasks", type=int, default=48)
+    parser.add_argument("--seeds", default="0", help="comma-separated training seeds (paired)")
+    parser.add_argument("--work", default="/tmp/rubricgym-rlcer",
+                        help="checkpoints; a stage finished there is reused (delete the folder to retrain)")
+    add_smoke_flag(parser, argv, coldstart_epochs=0.006, verifier_epochs=0.006, probe_rows=2, steps=1, eval_tasks=2, hint_tasks=2,
+                   work="/tmp/rubricgym-rlcer-smoke")
+    return parser.parse_args(argv)
+
+
+def answer_of(description: str) -> str | None:
+    found = re.search(r"\\boxed\{([^}]*)\}", description)
+    return found.group(1).strip() if found else None
+
+
+def probe_rubricator(adapter: str | None, rows: list[dict], references: dict[str, str]) -> dict[str, float]:
+    """Greedy rubrics for held-out rubricator prompts: format, items, checkable share, right answer stated."""
+    import torch
+
+    from rubricgym.agents.policy import Policy, PolicyConfig
+    from rubricgym.judges.checkable import quoted_text
+    from rubricgym.judges.rlcer import parse_rubric
+
+    policy = Policy(PolicyConfig(max_new_tokens=200, lora_r=16 if adapter else 0, adapter=adapter))
+    replies = []
+    with torch.no_grad():
+        for start in range(0, len(rows), 8):
+            replies += [s.text for s in policy.sample([row["prompt"] for row in rows[start:start + 8]], greedy=True)]
+    rubrics = [parse_rubric(text)[0] for text in replies]
+    items = [item for rubric in rubrics if rubric for item in rubric.items]
+    right = [any(answer_of(i.description) == references[row["task_id"]] for i in rubric.items)
+             for rubric, row in zip(rubrics, rows) if rubric]
+    return {"format_rate": sum(r is not None for r in rubrics) / len(rows),
+            "items_per_rubric": len(items) / max(1, sum(r is not None for r in rubrics)),
+            "checkable_share": sum(quoted_text(i.description) is not None for i in items) / max(1, len(items)),
+            "right_answer_share": sum(right) / len(rows), "example": replies[0][:400]}
+
+
+def probe_verifier(model: str, rows: list[dict]) -> dict[str, float]:
+    """Verdict accuracy on held-out verifier rows, called as RLCER calls its verifier."""
+    from rubricgym.judges.rlcer import RubricItem, verify_rollout
+    from rubricgym.llm import LLMConfig, make_llm
+
+    llm = make_llm(model, config=LLMConfig(cache_dir=None, timeout_s=120))
+
+    async def run() -> list[list[bool] | None]:
+        verdicts = []
+        for row in rows:  # one at a time: the in-process model serves one call at a time anyway
+            user = row["prompt"][1]["content"]
+            problem = user.split("Task:\n", 1)[1].split("\n\nResponse:\n", 1)[0]
+            cot, listed = user.split("\n\nResponse:\n", 1)[1].split("\n\nRubric items:\n", 1)
+            items = [RubricItem(description=line.split(". ", 1)[1], score=1) for line in listed.splitlines()]
+            verdicts.append(await verify_rollout(llm, problem, cot, items, max_fixes=1))
+        return verdicts
+
+    started = time.perf_counter()
+    verdicts = asyncio.run(run())
+    pairs = [(v, gold == "yes") for got, row in zip(verdicts, rows) if got is not None
+             for v, gold in zip(got, json.loads(row["completion"][0]["content"])["satisfied"])]
+    yes = [v for v, gold in pairs if gold]
+    no = [not v for v, gold in pairs if not gold]
+    recall_yes, recall_no = sum(yes) / max(1, len(yes)), sum(no) / max(1, len(no))
+    return {"accuracy": sum(v == gold for v, gold in pairs) / max(1, len(pairs)), "balanced_accuracy": (recall_yes + recall_no) / 2,
+            "failed_calls": sum(v is None for v in verdicts) / len(rows), "verdicts": len(pairs),
+            "seconds_per_call": (time.perf_counter() - started) / len(rows)}
+
+
+def kept_bench(chosen: list[str], budget: dict) -> dict | None:
+    """The bench rows of an earlier full run with the same rows and budget (``rlcer.json``), or None."""
+    path = RESULTS / "rlcer.json"
+    if not path.is_file():
+        return None
+    saved = json.loads(path.read_text())
+    same = (all(saved["config"].get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in budget.items())
+            and [r["scheme"] for r in saved["rows"]] == chosen)
+    return {r["scheme"]: r for r in saved["rows"]} if same else None
+
+
+def hint_probe(adapter: str, tasks: int) -> dict:
+    """Rubric hints at inference, paired on held-out tasks: the cold-started policy answers
+    (greedy), writes a rubric for its own answer, then answers again with the rubric's positive
+    items appended to the problem (as ``rubric_hints`` shows banked items). Items validated
+    against correctness cannot be banked for unlabelled held-out tasks (validation needs the
+    labels, and a checkable item can name the answer), so the hints are the policy's own rubrics."""
+    import gymnasium as gym
+
+    from rubricgym.agents.policy import Policy, PolicyConfig
+    from rubricgym.app.stats import paired_bootstrap
+    from rubricgym.judges.rlcer import parse_rubric, rubricator_messages
+    from rubricgym.registration import held_out, training_kwargs
+
+    env_id, kwargs = held_out("Math-v0", training_kwargs("Math-v0", {}))
+    env = gym.make(env_id, **kwargs)
+    policy = Policy(PolicyConfig(max_new_tokens=48, adapter=adapter))
+    ids = [t.id for t in env.unwrapped.tasks[:tasks]]
+
+    def solve(options: list[dict]) -> tuple[list[bool], list[str], list[str]]:
+        prompts = [env.reset(options=o)[0] for o in options]
+        texts = [s.text for start in range(0, len(prompts), 8) for s in policy.sample(prompts[start:start + 8], greedy=True)]
+        solved, problems = [], []
+        for o, text in zip(options, texts):
+            env.reset(options=o)
+            info = env.step(text)[4]
+            solved.append(bool(info["episode"].correct))
+            problems.append(info["episode"].task)
+        return solved, texts, problems
+
+    plain, answers, problems = solve([{"task_id": t} for t in ids])
+    rubric_prompts = [rubricator_messages(p, a) for p, a in zip(problems, answers)]
+    rubrics = [parse_rubric(s.text)[0] for start in range(0, len(ids), 8)
+               for s in policy.sample(rubric_prompts[start:start + 8], max_new_tokens=200, greedy=True)]
+    hints = ["Criteria a strong solution meets:\n" + "\n".join(f"- {i.description}" for i in r.items if i.score > 0)
+             if r and any(i.score > 0 for i in r.items) else None for r in rubrics]
+    hinted, _, _ = solve([{"task_id": t, "hint": h} if h else {"task_id": t} for t, h in zip(ids, hints)])
+    stats = paired_bootstrap({"no_hint": [plain], "hint": [hinted]}, reference="no_hint", resamples=4000)
+    env.close()
+    return {"tasks": len(ids), "with_hint_share": sum(h is not None for h in hints) / len(ids),
+            "no_hint": stats["no_hint"].as_dict()["mean"], "hint": stats["hint"].as_dict()["mean"],
+            "difference": stats["hint"].as_dict()["difference"], "example_hint": next((h for h in hints if h), None)}
+
+
+def sft_stage(rows: list[dict], epochs: float, learning_rate: float, folder: Path) -> dict:
+    from rubricgym.agents.policy import Policy
+    from rubricgym.agents.sft import SFTConfig, sft
+
+    started = time.perf_counter()
+    history = sft(Policy(), rows, SFTConfig(epochs=epochs, learning_rate=learning_rate), output_dir=folder)
+    return {"checkpoint": str(folder / f"checkpoint-{len(history)}"), "steps": len(history), "rows_seen": len(history) * 8,
+            "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"], "minutes": (time.perf_counter() - started) / 60}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from rubricgym.app.bench import BenchConfig, BenchRow, run_bench
+    from rubricgym.app.rubric_data import group_references, rubricator_rows, verifier_rows
+    from rubricgym.data import read_file
+    from rubricgym.envs.judge import BUILT_IN, DATA
+    from rubricgym.registration import held_out, training_kwargs
+
+    work = work_folder(args.work, fresh=args.smoke)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    train_kwargs = training_kwargs("Math-v0", {})
+    groups = {split: read_file(DATA / BUILT_IN["math"].format(split=split)) for split in ("train", "test")}
+    references = {"train": group_references(groups["train"], "Math-v0", train_kwargs),
+                  "test": group_references(groups["test"], *held_out("Math-v0", train_kwargs))}
+    data = {split: (rubricator_rows(groups[split], references[split]), verifier_rows(groups[split], references[split]))
+            for split in ("train", "test")}
+    probe = {role: rows[: args.probe_rows] for role, rows in zip(("rubricator", "verifier"), data["test"])}
+
+    coldstart = stage(work / "coldstart", lambda: {
+        **sft_stage(data["train"][0], args.coldstart_epochs, args.learning_rate, work / "coldstart"),
+        "untrained_probe": probe_rubricator(None, probe["rubricator"], references["test"])})
+    coldstart.setdefault("probe", None)
+    if coldstart["probe"] is None:
+        coldstart["probe"] = probe_rubricator(coldstart["checkpoint"], probe["rubricator"], references["test"])
+        (work / "coldstart" / "stage.json").write_text(json.dumps(coldstart))
+    verifier = stage(work / "verifier", lambda: {
+        **sft_stage(data["train"][1], args.verifier_epochs, args.learning_rate, work / "verifier"),
+        "untrained_probe": probe_verifier("local", probe["verifier"])})
+    verifier.setdefault("probe", None)
+    if verifier["probe"] is None:
+        verifier["probe"] = probe_verifier(f"local:{verifier['checkpoint']}", probe["verifier"])
+        (work / "verifier" / "stage.json").write_text(json.dumps(verifier))
+
+    adapter = coldstart["checkpoint"]
+    every = {"rlvr": BenchRow("rlvr", "Math-v0"),
+             "rlcer": BenchRow("rlcer", "MathRubric-v0"),
+             "rlcer+coldstart": BenchRow("rlcer+coldstart", "MathRubric-v0", adapter=adapter),
+             "rlcer+coldstart+trained_verifier": BenchRow("rlcer+coldstart+trained_verifier", "MathRubric-v0",
+                                                          {"verifier": f"local:{verifier['checkpoint']}"}, adapter=adapter),
+             "rlcer+oracle_verifier:0.9": BenchRow("rlcer+oracle_verifier:0.9", "MathRubric-v0", {"verifier": "oracle:0.9"},
+                                                   adapter=adapter)}
+    chosen = ["rlvr"] + [name for name in args.rows.split(",") if name != "rlvr"]
+    budget = dict(steps=args.steps, eval_tasks=args.eval_tasks, seeds=tuple(int(s) for s in args.seeds.split(",")))
+    if args.smoke:
+        budget.update(group_size=2, groups_per_step=1, max_new_tokens=8, resamples=200, judge_max_fixes=0)
+    rows = None if args.smoke else kept_bench(chosen, budget)
+    if rows is None:
+        rows = {r["scheme"]: r for r in run_bench(BenchConfig(
+            envs=("Math-v0",), rows=tuple(every[name] for name in chosen), judge="local", results_name="rlcer",
+            output_dir=str(RESULTS), command="python benchmarks/rlcer.py" + (" --smoke" if args.smoke else ""), **budget))}
+    hints = stage(work / "hints", lambda: hint_probe(adapter, args.hint_tasks))
+    write_results(args, coldstart, verifier, rows, hints, (time.perf_counter() - started) / 60)
+    parts = [f"rlvr={Interval.of(rows['rlvr']['mean']).token()}"]
+    short = {"rlcer": "untrained", "rlcer+coldstart": "coldstart", "rlcer+coldstart+trained_verifier": "full",
+             "rlcer+oracle_verifier:0.9": "oracle"}
+    for name, row in rows.items():
+        if name in short:
+            tag = short[name]
+            parts += [f"rlcer_{tag}={Interval.of(row['mean']).token()}", f"valid_fraction_{tag}={row['rubric_valid_fraction'] or 0:.2f}",
+                      f"diff_{tag}={Interval.of(row['difference']).token()}", f"tokens_{tag}={row['policy_completion_tokens']}"]
+    parts += [f"tokens_rlvr={rows['rlvr']['policy_completion_tokens']}", f"hint_diff={Interval.of(hints['difference']).token()}"]
+    print("RESULT " + " ".join(parts))
+    return 0
+
+
+def write_results(args, coldstart: dict, verifier: dict, rows: dict, hints: dict, minutes: float) -> None:
+    untrained, trained = coldstart["untrained_probe"], coldstart["probe"]
+    lines = [f"# RLCER at small scale (`python benchmarks/rlcer.py{' --smoke' if args.smoke else ''}`)", "",
+             f"{minutes:.0f} min in all on this machine. Stages kept in `{args.work}`.", "",
+             f"## 1. Cold start of the rubric writer ({coldstart['steps']} SFT steps of 8 rows, "
+             f"{coldstart['minutes']:.1f} min; loss {coldstart['loss_first']:.3f} -> {coldstart['loss_last']:.3f})", "",
+             f"Held-out rubricator prompts ({args.probe_rows}, generator test tasks), greedy:", "",
+             "| policy | format rate | items per rubric | checkable items | states the right answer |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for name, p in (("untrained", untrained), ("cold start", trained)):
+        lines.append(f"| {name} | {p['format_rate']:.2f} | {p['items_per_rubric']:.1f} | {p['checkable_share']:.2f} | "
+                     f"{p['right_answer_share']:.2f} |")
+    lines += ["", f"Cold-started example: `{trained['example'][:300]}`", "",
+              f"## 2. Verifier ({verifier['steps']} SFT steps, {verifier['minutes']:.1f} min; loss "
+              f"{verifier['loss_first']:.3f} -> {verifier['loss_last']:.3f})", "",
+              f"Held-out verifier prompts ({args.probe_rows}), as RLCER calls its verifier (constrained decoding):", "",
+              "| verifier | verdict accuracy | balanced accuracy | failed calls | seconds per call |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    for name, p in (("untrained (local)", verifier["untrained_probe"]), ("trained", verifier["probe"])):
+        lines.append(f"| {name} | {p['accuracy']:.3f} | {p['balanced_accuracy']:.3f} | {p['failed_calls']:.2f} | "
+                     f"{p['seconds_per_call']:.1f} |")
+    lines += ["", f"## 3. Bench rows (Math-v0, {args.steps} steps, seeds {args.seeds}, {args.eval_tasks} held-out tasks; "
+              "paired 95 % intervals over seeds x tasks, * = excludes 0)", "",
+              "| row | held-out after | gain over untrained | difference from rlvr | rubric valid fraction | "
+              "verifier calls | policy completion tokens | minutes |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, row in rows.items():
+        difference = "(reference)" if name == "rlvr" else Interval.of(row["difference"]).signed()
+        valid = "" if row["rubric_valid_fraction"] is None else f"{row['rubric_valid_fraction']:.2f}"
+        lines.append(f"| {name} | {Interval.of(row['mean'])} | {Interval.of(row['gain']).signed()} | {difference} | {valid} | "
+                     f"{row['judge_calls']} | {row['policy_completion_tokens']} | {row['minutes']:.1f} |")
+    lines += ["", f"## 4. Rubric hints at inference ({hints['tasks']} held-out tasks, cold-started policy, greedy; "
+              "the hint is the policy's own rubric for its first answer, positive items)", "",
+              f"Without hints {Interval.of(hints['no_hint'])}; with hints {Interval.of(hints['hint'])}; paired difference "
+              f"{Interval.of(hints['difference']).signed()}; {hints['with_hint_share']:.2f} of the tasks got a hint.", "",
+              f"Example hint: `{(hints['example_hint'] or '').replace(chr(10), ' / ')}`"]
+    lines += ["", "Per-step diagnostics (valid fraction, items per rubric, degenerate groups, the chain-of-thought "
+              "reward's correlation with correctness) are in `rlcer.json` beside this table."]
+    (RESULTS / "rlcer_stages.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""RLCER's recipe pieces: checkable rubric items, the simulated verifier, the reference teacher's
+cold-start and verifier rows, the per-step diagnostics, bench rows with their own start and
+verifier, and a trained verifier checkpoint used as ``local:<checkpoint>``."""
+
+import json
+
+import gymnasium as gym
+import pytest
+
+import rubricgym  # noqa: F401
+from rubricgym.app.bench import BenchConfig, BenchRow, _row_kwargs, _selected
+from rubricgym.app.cli import main as cli_main
+from rubricgym.app.rubric_data import group_references, rubricator_rows, verifier_rows
+from rubricgym.judges.base import run_sync
+from rubricgym.judges.checkable import OracleVerifier, contains_text, item_truth, problem_expression, reference_rubric
+from rubricgym.judges.rlcer import RubricItem, parse_rubric, verify_rollout
+
+from judges import gold
+
+
+@pytest.mark.parametrize("description, response, truth", [
+    ('The response contains "\\boxed{7}"', "so \\boxed{7}", True),
+    ('The response contains "\\boxed{7}"', "so \\boxed{17}", False),
+    ('The response contains "7"', "it is 17", False),
+    ('The response contains "7"', "it is 7.", True),
+    ('The response contains "7"', "it is 7.5", False),
+    ('The response states "3 + 4 = 7"', "3 +  4\n= 7 done", True),
+    ('Mentions "carry"', "no carrying here", False),
+    ("The response checks its result", "7", None),
+    ('Contains "a" and "b"', "a b", None),  # two quoted texts: not one decidable claim
+])
+def test_item_truth_is_decided_by_program(description, response, truth):
+    assert item_truth(description, response) is truth
+
+
+def test_checkable_items_survive_the_rubric_json():
+    rubric, problem = parse_rubric(json.dumps({"items": reference_rubric("What is 12 + 30?", "42")}))
+    assert problem is None
+    assert [item.description for item in rubric.items] == [
+        'The response contains "\\boxed{42}"', 'The response contains "12 + 30 = 42"', 'The response contains "42"']
+    assert [item_truth(i.description, "12 + 30 = 42, \\boxed{42}") for i in rubric.items] == [True, True, True]
+    assert [item_truth(i.description, "12 + 30 = 43, \\boxed{43}") for i in rubric.items] == [False, False, False]
+    assert problem_expression("Compute 3 * 4 - 2, please.") == "3 * 4 - 2" and problem_expression("No numbers") is None
+    assert contains_text("x  =\n1", "x = 1")
+
+
+def test_oracle_verifier_accuracy_and_unknown_items():
+    perfect = OracleVerifier.parse("oracle:1.0")
+    assert perfect.verdicts(['contains "\\boxed{5}"', "is clear"], "\\boxed{5}") == [True, None]
+    noisy = OracleVerifier.parse("oracle:0.8")
+    responses = [f"the answer is {n}" for n in range(2000)]
+    verdicts = [noisy.verdicts(['The response contains "7"'], r)[0] for r in responses]
+    wrong = sum(v != item_truth('The response contains "7"', r) for v, r in zip(verdicts, responses))
+    assert 0.16 < wrong / len(responses) < 0.24
+    assert verdicts == [noisy.verdicts(['The response contains "7"'], r)[0] for r in responses]  # reproducible
+    with pytest.raises(ValueError, match="accuracy"):
+        OracleVerifier.parse("oracle:0.3")
+    with pytest.raises(ValueError, match="oracle:<accuracy"):
+        OracleVerifier.parse("oracle:high")
+
+
+def hand_made_group():
+    return {"task_id": "t1", "trajectories": [
+        {"messages": [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": text}]}
+        for text in ("2 + 3 = 5. \\boxed{5}", "2 + 3 = 6. \\boxed{6}", "2 + 3 = 5. \\boxed{5}")]}
+
+
+def test_cold_start_rows_from_a_hand_made_task():
+    rows = rubricator_rows([hand_made_group()], {"t1": "5"})
+    assert len(rows) == 2  # identical responses make one row
+    prompt = rows[1]["prompt"]
+    assert prompt[0]["content"].startswith("You write grading rubrics") and "2 + 3 = 6" in prompt[1]["content"]
+    rubric, _ = parse_rubric(rows[1]["completion"][0]["content"])
+    assert [(i.description, i.score) for i in rubric.items] == [
+        ('The response contains "\\boxed{5}"', 3), ('The response contains "2 + 3 = 5"', 2), ('The response contains "5"', 1)]
+    verifier = verifier_rows([hand_made_group()], {"t1": "5"}, seed=3)
+    for row in verifier:
+        response = row["prompt"][1]["content"].split("Response:\n", 1)[1].split("\n\nRubric items:", 1)[0]
+        items = row["prompt"][1]["content"].split("Rubric items:\n", 1)[1].splitlines()
+        verdicts = json.loads(row["completion"][0]["content"])["satisfied"]
+        assert len(items) == len(verdicts) >= 4  # the teacher's three and at least one distractor
+        assert verdicts == ["yes" if item_truth(line.split(". ", 1)[1], response) else "no" for line in items]
+    assert "no" in json.loads(verifier[0]["completion"][0]["content"])["satisfied"]  # distractors make "no" labels
+
+
+def test_references_come_from_the_env_that_recorded_the_groups():
+    rows = [{"task_id": "gen-L1-train-425"}, {"task_id": "gen-L1-train-363"}]
+    assert group_references(rows, "Math-v0", {"levels": (1,)}) == {t["task_id"]: str(gold(t["task_id"])) for t in rows}
+    with pytest.raises(ValueError, match="unknown task_id"):
+        group_references([{"task_id": "nope"}], "Math-v0", {"levels": (1,)})
+
+
+def test_validity_and_diagnostics_on_a_hand_made_group():
+    """One item tracks correctness (valid), one is met by every response (constant: invalid), one
+    is not checkable (no verdict from the simulated verifier)."""
+    envs = gym.make_vec("MathRubric-v0", num_envs=4, group_size=4, verifier="oracle:1.0", levels=(1,))
+    _, info = envs.reset(seed=0)
+    answer = gold(info["task_id"])[0]
+    envs.step([f"Step: \\boxed{{{answer}}}", f"Step: \\boxed{{{answer}}}", "Step: \\boxed{-1}", "Step: \\boxed{-2}"])
+    rubric = json.dumps({"items": [{"description": f'The response contains "\\boxed{{{answer}}}"', "score": 3},
+                                   {"description": 'The response contains "Step"', "score": 1},
+                                   {"description": "The response checks its result", "score": 1}]})
+    _, rewards, terminated, _, info = envs.step([rubric, rubric, "not a rubric", rubric])
+    assert terminated.all()
+    stats = info["group_stats"][0]
+    assert stats["rubric_valid_fraction"] == pytest.approx(1 / 3) and stats["rubric_items_per_rubric"] == 3
+    assert stats["rubric_unverified_fraction"] == pytest.approx(1 / 3) and stats["rubric_format_rate"] == pytest.approx(3 / 4)
+    assert stats["rubric_cot_correct_corr"] == pytest.approx(1.0) and stats["rubric_degenerate"] == 0
+    assert list(info["reward_components"]["cot"]) == pytest.approx([1, 1, 0, 0])
+    assert list(info["role_rewards_rubricator"]) == pytest.approx([4 / 3, 4 / 3, 0, 4 / 3])
+    envs.close()
+
+
+def test_bench_rows_carry_their_own_start_and_verifier():
+    rows = (BenchRow("rlvr", "Math-v0"), BenchRow("rlcer+oracle", "MathRubric-v0", {"verifier": "oracle:0.9"}, adapter="ck"))
+    config = BenchConfig(envs=("Math-v0",), rows=rows, judge="oracle:1.0")
+    assert _selected(config, "Math-v0") == list(rows)
+    assert _row_kwargs("Math-v0", rows[1], config, judge="the bench judge")["verifier"] == "oracle:0.9"
+    assert _row_kwargs("Math-v0", BenchRow("rlcer", "MathRubric-v0"), config, judge="the bench judge")["verifier"] == "the bench judge"
+    with pytest.raises(ValueError, match="one family"):
+        BenchConfig(envs=("Math-v0", "RagSupport-v0"), rows=rows)
+
+
+@pytest.mark.slow
+def test_verifier_checkpoint_round_trip(tmp_path, capsys):
+    """rubric-data -> sft (one step) -> local:<checkpoint> verifies rubric items through RLCER's call."""
+    assert cli_main(["rubric-data", "-o", str(tmp_path / "data")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "data" / "verifier.jsonl").open()]
+    assert len(rows) == 1408 and all(json.loads(r["completion"][0]["content"])["satisfied"] for r in rows)
+    assert cli_main(["sft", "--data", str(tmp_path / "data" / "verifier.jsonl"), "--max-rows", "4", "--epochs", "1",
+                     "--batch-size", "4", "--output-dir", str(tmp_path / "verifier")]) == 0
+    assert "checkpoint" in capsys.readouterr().out
+    checkpoint = tmp_path / "verifier" / "checkpoint-1"
+    assert (checkpoint / "adapter").is_dir() and (checkpoint / "config.json").is_file()
+    from rubricgym.llm import LLMConfig, make_llm
+
+    verifier = make_llm(f"local:{checkpoint}", config=LLMConfig(cache_dir=None, timeout_s=300))
+    assert "@" in verifier.backend.name  # the adapter's hash is part of the name (and of the cache key)
+    items = [RubricItem(description='The response contains "\\boxed{5}"', score=3),
+             RubricItem(description='The response contains "7"', score=1)]
+    verdicts = run_sync(verify_rollout(verifier, "What is 2 + 3?", "2 + 3 = 5. \\boxed{5}", items, max_fixes=1))
+    assert verdicts is not None and len(verdicts) == 2 and all(isinstance(v, bool) for v in verdicts)
