@@ -39,7 +39,9 @@ from rubricgym.app.stages import stage, work_folder  # noqa: E402
 from rubricgym.app.stats import Interval  # noqa: E402
 
 RESULTS = results_dir(__file__)
-ROWS = ("rlvr", "rlcer", "rlcer+coldstart", "rlcer+coldstart+trained_verifier", "rlcer+oracle_verifier:0.9")
+#: cheapest first (a stopped run keeps the rows it finished): the simulated verifier makes no calls,
+#: the trained one answers in a few seconds, the untrained one takes about 11 s a call here
+ROWS = ("rlvr", "rlvr+coldstart", "rlcer+oracle_verifier:0.9", "rlcer+coldstart+trained_verifier", "rlcer", "rlcer+coldstart")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -48,7 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--verifier-epochs", type=float, default=0.2, help="passes over the 1,408 verifier rows")
     parser.add_argument("--learning-rate", type=float, default=3e-4, help="both SFT stages (LoRA)")
     parser.add_argument("--probe-rows", type=int, default=32, help="held-out prompts of each stage's measurement")
-    parser.add_argument("--hint-tasks", type=int, default=48, help="held-out tasks of the hint measurement")
+    parser.add_argument("--hint-tasks", type=int, default=48, help="held-out tasks of the hint measurement (0: skip it)")
+    parser.add_argument("--results-name", default="rlcer", help="stem of the bench's result files (and <stem>_stages.md)")
     parser.add_argument("--rows", default=",".join(ROWS), help="bench rows to run (rlvr always runs)")
     parser.add_argument("--steps", type=int, default=6, help="the bench's steps per row (its default budget)")
     parser.add_argument("--eval-tasks", type=int, default=48)
@@ -56,6 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--work", default="/tmp/rubricgym-rlcer",
                         help="checkpoints; a stage finished there is reused (delete the folder to retrain)")
     add_smoke_flag(parser, argv, coldstart_epochs=0.006, verifier_epochs=0.006, probe_rows=2, steps=1, eval_tasks=2, hint_tasks=2,
+                   rows="rlvr,rlcer+coldstart+trained_verifier,rlcer+oracle_verifier:0.9",
                    work="/tmp/rubricgym-rlcer-smoke")
     return parser.parse_args(argv)
 
@@ -117,9 +121,9 @@ def probe_verifier(model: str, rows: list[dict]) -> dict[str, float]:
             "seconds_per_call": (time.perf_counter() - started) / len(rows)}
 
 
-def kept_bench(chosen: list[str], budget: dict) -> dict | None:
-    """The bench rows of an earlier full run with the same rows and budget (``rlcer.json``), or None."""
-    path = RESULTS / "rlcer.json"
+def kept_bench(name: str, chosen: list[str], budget: dict) -> dict | None:
+    """The bench rows of an earlier run with the same rows and budget (``<name>.json``), or None."""
+    path = RESULTS / f"{name}.json"
     if not path.is_file():
         return None
     saved = json.loads(path.read_text())
@@ -217,32 +221,42 @@ def main(argv: list[str] | None = None) -> int:
 
     adapter = coldstart["checkpoint"]
     every = {"rlvr": BenchRow("rlvr", "Math-v0"),
+             # the control: the cold start's rows hold the right answers to the train tasks, so the
+             # cold start alone may teach the sums; RLVR from the same adapter separates the two
+             "rlvr+coldstart": BenchRow("rlvr+coldstart", "Math-v0", adapter=adapter),
              "rlcer": BenchRow("rlcer", "MathRubric-v0"),
-             "rlcer+coldstart": BenchRow("rlcer+coldstart", "MathRubric-v0", adapter=adapter),
-             "rlcer+coldstart+trained_verifier": BenchRow("rlcer+coldstart+trained_verifier", "MathRubric-v0",
-                                                          {"verifier": f"local:{verifier['checkpoint']}"}, adapter=adapter),
+             # verdicts read from the in-process verifier's next-token distribution: the choices greedy
+             # constrained decoding makes, at a fraction of its cost (a cold-started policy's rubrics
+             # all parse, so every group is verified); "rlcer" keeps the default table's setting
+             "rlcer+coldstart": BenchRow("rlcer+coldstart", "MathRubric-v0", {"verifier_scoring": "probability"}, adapter=adapter),
+             "rlcer+coldstart+trained_verifier": BenchRow(
+                 "rlcer+coldstart+trained_verifier", "MathRubric-v0",
+                 {"verifier": f"local:{verifier['checkpoint']}", "verifier_scoring": "probability"}, adapter=adapter),
              "rlcer+oracle_verifier:0.9": BenchRow("rlcer+oracle_verifier:0.9", "MathRubric-v0", {"verifier": "oracle:0.9"},
                                                    adapter=adapter)}
     chosen = ["rlvr"] + [name for name in args.rows.split(",") if name != "rlvr"]
     budget = dict(steps=args.steps, eval_tasks=args.eval_tasks, seeds=tuple(int(s) for s in args.seeds.split(",")))
     if args.smoke:
         budget.update(group_size=2, groups_per_step=1, max_new_tokens=8, resamples=200, judge_max_fixes=0)
-    rows = None if args.smoke else kept_bench(chosen, budget)
+    rows = None if args.smoke else kept_bench(args.results_name, chosen, budget)
     if rows is None:
         rows = {r["scheme"]: r for r in run_bench(BenchConfig(
-            envs=("Math-v0",), rows=tuple(every[name] for name in chosen), judge="local", results_name="rlcer",
+            envs=("Math-v0",), rows=tuple(every[name] for name in chosen), judge="local", results_name=args.results_name,
             output_dir=str(RESULTS), command="python benchmarks/rlcer.py" + (" --smoke" if args.smoke else ""), **budget))}
-    hints = stage(work / "hints", lambda: hint_probe(adapter, args.hint_tasks))
+    hints = stage(work / "hints", lambda: hint_probe(adapter, args.hint_tasks)) if args.hint_tasks else None
     write_results(args, coldstart, verifier, rows, hints, (time.perf_counter() - started) / 60)
     parts = [f"rlvr={Interval.of(rows['rlvr']['mean']).token()}"]
     short = {"rlcer": "untrained", "rlcer+coldstart": "coldstart", "rlcer+coldstart+trained_verifier": "full",
-             "rlcer+oracle_verifier:0.9": "oracle"}
+             "rlcer+oracle_verifier:0.9": "oracle", "rlvr+coldstart": "rlvr_coldstart"}
     for name, row in rows.items():
         if name in short:
             tag = short[name]
-            parts += [f"rlcer_{tag}={Interval.of(row['mean']).token()}", f"valid_fraction_{tag}={row['rubric_valid_fraction'] or 0:.2f}",
+            parts += [f"{'rlcer_' if name.startswith('rlcer') else ''}{tag}={Interval.of(row['mean']).token()}",
+                      f"valid_fraction_{tag}={row['rubric_valid_fraction'] or 0:.2f}",
                       f"diff_{tag}={Interval.of(row['difference']).token()}", f"tokens_{tag}={row['policy_completion_tokens']}"]
-    parts += [f"tokens_rlvr={rows['rlvr']['policy_completion_tokens']}", f"hint_diff={Interval.of(hints['difference']).token()}"]
+    parts += [f"tokens_rlvr={rows['rlvr']['policy_completion_tokens']}"]
+    if hints:
+        parts.append(f"hint_diff={Interval.of(hints['difference']).token()}")
     print("RESULT " + " ".join(parts))
     return 0
 
@@ -250,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
 def write_results(args, coldstart: dict, verifier: dict, rows: dict, hints: dict, minutes: float) -> None:
     untrained, trained = coldstart["untrained_probe"], coldstart["probe"]
     lines = [f"# RLCER at small scale (`python benchmarks/rlcer.py{' --smoke' if args.smoke else ''}`)", "",
-             f"{minutes:.0f} min in all on this machine. Stages kept in `{args.work}`.", "",
+             f"{minutes:.0f} min in this invocation (finished stages in `{args.work}` and a bench table with the same "
+             "rows and budget are reused; each stage's and row's own minutes are below).", "",
              f"## 1. Cold start of the rubric writer ({coldstart['steps']} SFT steps of 8 rows, "
              f"{coldstart['minutes']:.1f} min; loss {coldstart['loss_first']:.3f} -> {coldstart['loss_last']:.3f})", "",
              f"Held-out rubricator prompts ({args.probe_rows}, generator test tasks), greedy:", "",
@@ -278,14 +293,17 @@ def write_results(args, coldstart: dict, verifier: dict, rows: dict, hints: dict
         valid = "" if row["rubric_valid_fraction"] is None else f"{row['rubric_valid_fraction']:.2f}"
         lines.append(f"| {name} | {Interval.of(row['mean'])} | {Interval.of(row['gain']).signed()} | {difference} | {valid} | "
                      f"{row['judge_calls']} | {row['policy_completion_tokens']} | {row['minutes']:.1f} |")
-    lines += ["", f"## 4. Rubric hints at inference ({hints['tasks']} held-out tasks, cold-started policy, greedy; "
-              "the hint is the policy's own rubric for its first answer, positive items)", "",
-              f"Without hints {Interval.of(hints['no_hint'])}; with hints {Interval.of(hints['hint'])}; paired difference "
-              f"{Interval.of(hints['difference']).signed()}; {hints['with_hint_share']:.2f} of the tasks got a hint.", "",
-              f"Example hint: `{(hints['example_hint'] or '').replace(chr(10), ' / ')}`"]
+    if hints:
+        lines += ["", f"## 4. Rubric hints at inference ({hints['tasks']} held-out tasks, cold-started policy, greedy; "
+                  "the hint is the policy's own rubric for its first answer, positive items)", "",
+                  f"Without hints {Interval.of(hints['no_hint'])}; with hints {Interval.of(hints['hint'])}; paired "
+                  f"difference {Interval.of(hints['difference']).signed()}; {hints['with_hint_share']:.2f} of the tasks "
+                  "got a hint.", "", f"Example hint: `{(hints['example_hint'] or '').replace(chr(10), ' / ')}`"]
+    lines += ["", "Rows with an in-process LLM verifier other than `rlcer` read its verdicts by probability "
+              "(`verifier_scoring`): the choices constrained decoding makes, at a fraction of its cost."]
     lines += ["", "Per-step diagnostics (valid fraction, items per rubric, degenerate groups, the chain-of-thought "
-              "reward's correlation with correctness) are in `rlcer.json` beside this table."]
-    (RESULTS / "rlcer_stages.md").write_text("\n".join(lines) + "\n")
+              f"reward's correlation with correctness) are in `{args.results_name}.json` beside this table."]
+    (RESULTS / f"{args.results_name}_stages.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -140,3 +140,45 @@ def test_verifier_checkpoint_round_trip(tmp_path, capsys):
              RubricItem(description='The response contains "7"', score=1)]
     verdicts = run_sync(verify_rollout(verifier, "What is 2 + 3?", "2 + 3 = 5. \\boxed{5}", items, max_fixes=1))
     assert verdicts is not None and len(verdicts) == 2 and all(isinstance(v, bool) for v in verdicts)
+
+
+def test_probability_verdicts_need_the_in_process_verifier():
+    from judges import scripted_judge
+
+    from rubricgym.judges.rlcer import RubricConfig, RubricScorer
+
+    verifier, _ = scripted_judge(lambda messages, i: '{"satisfied": ["yes"]}')
+    with pytest.raises(ValueError, match="in-process verifier"):
+        RubricScorer(RubricConfig(verifier=verifier, verifier_scoring="probability"))
+    with pytest.raises(ValueError, match="'sampled' or 'probability'"):
+        RubricScorer(RubricConfig(verifier="oracle:1.0", verifier_scoring="logits"))
+
+
+@pytest.mark.slow
+def test_probability_verdicts_are_the_constrained_greedy_choices():
+    """The real default model: a verdict read from the next-token distribution equals the one
+    greedy decoding under the reply schema writes, wherever the written reply has kept the frame
+    (its spacing) up to that verdict: the contexts are then the same tokens."""
+    from rubricgym.judges.rlcer import verifier_messages
+    from rubricgym.llm import LLMConfig, make_llm
+
+    verifier = make_llm("local", config=LLMConfig(cache_dir=None, timeout_s=300))
+    items = [RubricItem(description=d, score=1) for d in (
+        'The response contains "\\boxed{5}"', 'The response contains "7"', "The response is polite", "It explains each step")]
+    schema = {"type": "object", "required": ["satisfied"], "properties": {"satisfied": {
+        "type": "array", "items": {"type": "string", "enum": ["yes", "no"]}, "minItems": 4, "maxItems": 4}}}
+    compared = 0
+    for cot in ("2 + 3 = 5, so \\boxed{5}.", "I think it is 7."):
+        read = run_sync(verify_rollout(verifier, "What is 2 + 3?", cot, items, scoring="probability"))
+        assert read is not None and len(read) == len(items)
+        written = run_sync(verifier.complete(verifier_messages("What is 2 + 3?", cot, items),
+                                             {"type": "json_object", "schema": schema}, max_tokens=64)).text
+        frame = '{"satisfied": ["'
+        for verdict in read:
+            if not written.startswith(frame):  # the written reply spaced differently from here on
+                break
+            assert written[len(frame):].startswith("yes" if verdict else "no"), (written, read)
+            compared += 1
+            frame += ("yes" if verdict else "no") + '", "'
+    assert compared >= 2
+    assert verifier.usage.completion_tokens >= 2 * len(items)

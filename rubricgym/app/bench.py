@@ -279,12 +279,13 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                 print(f"{key:<28} held-out {row['held_out_before']:.3f} -> {row['held_out_after']:.3f}  "
                       f"train reward {row['mean_train_reward']:+.3f}  judge calls {row['judge_calls']} "
                       f"(failed groups {row['judge_failed_groups']})  {row['minutes']:.1f} min", flush=True)
-        stats = paired_bootstrap(solved, reference=selected[0].name, before=before, resamples=config.resamples)
-        for row in env_rows:
-            row.update(stats[row["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[row["scheme"]]],
-                       before_solved=[int(x) for x in before], reference=selected[0].name)
+            # after every row, the rows so far with their intervals: a later failure keeps what was measured
+            stats = paired_bootstrap(solved, reference=selected[0].name, before=before, resamples=config.resamples)
+            for done in env_rows:
+                done.update(stats[done["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[done["scheme"]]],
+                            before_solved=[int(x) for x in before], reference=selected[0].name)
+            write_results(rows + env_rows, curves, config)
         rows += env_rows
-        write_results(rows, curves, config)  # after every family: a later failure keeps what was measured
     return rows
 
 

@@ -244,13 +244,23 @@ def verifier_messages(problem: str, cot: str, items: Sequence[RubricItem], syste
 
 
 async def verify_rollout(verifier: LLM, problem: str, cot: str, items: Sequence[RubricItem],
-                         max_fixes: int = 2, system: str = VERIFIER_SYSTEM, user: str = VERIFIER_USER) -> list[bool] | None:
-    """One verifier call deciding every item of a rubric on one rollout; None after failures."""
+                         max_fixes: int = 2, system: str = VERIFIER_SYSTEM, user: str = VERIFIER_USER,
+                         scoring: str = "sampled") -> list[bool] | None:
+    """One verifier call deciding every item of a rubric on one rollout; None after failures.
+    ``scoring="probability"`` (the in-process verifier) reads each "yes" / "no" from the next-token
+    distribution inside the reply's fixed frame instead of decoding the reply under the schema."""
     if not items:
         return []
     messages = verifier_messages(problem, cot, items, system, user)
     schema = {"type": "object", "required": ["satisfied"], "properties": {"satisfied": {
         "type": "array", "items": {"type": "string", "enum": ["yes", "no"]}, "minItems": len(items), "maxItems": len(items)}}}
+    if scoring == "probability":
+        try:
+            picks = await verifier.choose_sequence(messages, '{"satisfied": ["', ["yes", "no"], len(items), '", "', '"]}',
+                                                   schema=schema)
+        except (LLMCallError, RuntimeError, ValueError):
+            return None
+        return [pick == 0 for pick in picks]
 
     def check(verdicts: Verdicts) -> str | None:
         if len(verdicts.satisfied) != len(items):
@@ -265,30 +275,44 @@ async def verify_rollout(verifier: LLM, problem: str, cot: str, items: Sequence[
     return verdicts.satisfied
 
 
+#: distinct rubric items checked in one verifier call (a group's items are verified together)
+ITEMS_PER_CALL = 12
+
+
 async def fill_satisfaction(rubric_sets: Sequence[RubricSet], problem: str, cots: Sequence[str], verifier: LLM,
-                            max_fixes: int = 2, system: str = VERIFIER_SYSTEM, user: str = VERIFIER_USER) -> int:
-    """Verify every rubric on every rollout (concurrently); returns the number of failed checks.
-    A simulated verifier (:class:`~rubricgym.judges.checkable.OracleVerifier`) decides checkable
-    items by program and leaves the others unknown (-1); it makes no calls and never fails."""
-    jobs, where = [], []
-    for r, rubric in enumerate(rubric_sets):
-        rubric.satisfaction = np.full((len(rubric.items), len(cots)), -1, dtype=int)
-        if not rubric.items:
-            continue
-        if isinstance(verifier, OracleVerifier):
-            for n, cot in enumerate(cots):
-                verdicts = verifier.verdicts([item.description for item in rubric.items], cot)
-                rubric.satisfaction[:, n] = [-1 if v is None else int(v) for v in verdicts]
-            continue
-        for n, cot in enumerate(cots):
-            jobs.append(verify_rollout(verifier, problem, cot, rubric.items, max_fixes, system, user))
-            where.append((r, n))
+                            max_fixes: int = 2, system: str = VERIFIER_SYSTEM, user: str = VERIFIER_USER,
+                            items_per_call: int = ITEMS_PER_CALL, scoring: str = "sampled") -> int:
+    """Verify every rubric item on every rollout; returns the number of failed verifier calls.
+
+    The group's distinct items (by description) are checked together, at most ``items_per_call``
+    per call, once per distinct rollout text, all calls concurrent: rubrics that repeat items (the
+    policy's rubrics for one task often do) cost what one does, and an item's verdict on a rollout
+    is the same in every rubric that has it. A failed call leaves its items unknown (-1) on that
+    rollout. A simulated verifier (:class:`~rubricgym.judges.checkable.OracleVerifier`) decides
+    checkable items by program and leaves the others unknown; it makes no calls and never fails.
+    """
+    descriptions = list(dict.fromkeys(item.description for rubric in rubric_sets for item in rubric.items))
+    texts = list(dict.fromkeys(cots))
+    verdict: dict[tuple[str, str], int] = {}
     failures = 0
-    for (r, n), verdict in zip(where, await asyncio.gather(*jobs)):
-        if verdict is None:
-            failures += 1
-        else:
-            rubric_sets[r].satisfaction[:, n] = np.asarray(verdict, dtype=int)
+    if isinstance(verifier, OracleVerifier):
+        for text in texts:
+            for description, value in zip(descriptions, verifier.verdicts(descriptions, text)):
+                verdict[description, text] = -1 if value is None else int(value)
+    elif descriptions:
+        chunks = [descriptions[i:i + items_per_call] for i in range(0, len(descriptions), items_per_call)]
+        jobs = [(chunk, text) for text in texts for chunk in chunks]
+        results = await asyncio.gather(*(verify_rollout(verifier, problem, text, [RubricItem(description=d, score=1) for d in chunk],
+                                                        max_fixes, system, user, scoring) for chunk, text in jobs))
+        for (chunk, text), got in zip(jobs, results):
+            if got is None:
+                failures += 1
+                continue
+            for description, value in zip(chunk, got):
+                verdict[description, text] = int(value)
+    for rubric in rubric_sets:
+        rubric.satisfaction = np.array([[verdict.get((item.description, cot), -1) for cot in cots] for item in rubric.items],
+                                       dtype=int).reshape(len(rubric.items), len(cots))
     return failures
 
 
@@ -389,6 +413,10 @@ class RubricConfig:
     """The rubricator's instructions (domain-neutral by default; name your domain for sharper rubrics)."""
     rubricator_user: str = RUBRICATOR_USER
     """The rubricator's request; ``{problem}`` and ``{cot}`` are filled in."""
+    verifier_scoring: str = "sampled"
+    """How the verifier's verdicts are read: ``sampled`` (it writes the JSON reply; any verifier)
+    or ``probability`` (the in-process verifier: each "yes" / "no" from its next-token distribution
+    in the reply's fixed frame, the choice greedy constrained decoding makes, at a fraction of its cost)."""
     verifier_system: str = VERIFIER_SYSTEM
     """The verifier's instructions."""
     verifier_user: str = VERIFIER_USER
@@ -418,6 +446,10 @@ class RubricScorer:
         self.config = config = config or RubricConfig()
         self.verifier = (OracleVerifier.parse(config.verifier) if is_oracle(config.verifier)
                          else make_llm(config.verifier, api_base=config.api_base))
+        if config.verifier_scoring not in ("sampled", "probability"):
+            raise ValueError(f"verifier_scoring must be 'sampled' or 'probability', got {config.verifier_scoring!r}")
+        if config.verifier_scoring == "probability" and not hasattr(getattr(self.verifier, "backend", None), "choose_sequence"):
+            raise ValueError("verifier_scoring='probability' needs the in-process verifier ('local' or 'local:<checkpoint>')")
         self.policy_rubricator = isinstance(config.rubricator, str) and config.rubricator == "policy"
         self.rubricator = None if self.policy_rubricator else make_llm(config.rubricator, api_base=config.api_base)
         self.bank = RubricBank()
@@ -443,7 +475,7 @@ class RubricScorer:
                                                           cfg.rubricator_system, cfg.rubricator_user) for a in authors))
             rubric_sets = [r for r, _ in written]
         failures = await fill_satisfaction(rubric_sets, problem, cots, self.verifier, cfg.max_fixes,
-                                           cfg.verifier_system, cfg.verifier_user)
+                                           cfg.verifier_system, cfg.verifier_user, scoring=cfg.verifier_scoring)
         correct = [bool(m.episode.correct) for m in members]
         result = rlcer_rewards(rubric_sets, correct, [m.env_reward for m in members], cfg.alpha, cfg.signed_validity)
         result.stats["verifier_failures"] = float(failures)

@@ -7,7 +7,7 @@ import asyncio
 import os
 import threading
 import warnings
-from typing import Any
+from typing import Any, Sequence
 
 from .client import Completion
 
@@ -125,12 +125,7 @@ class TransformersBackend:
 
         with self._lock:
             model, tokenizer = self._load()
-            if response_format and response_format.get("schema") and self.schema_hint:
-                import json
-
-                hint = "Reply with only a JSON object that follows this JSON schema:\n" + json.dumps(response_format["schema"])
-                messages = list(messages) + [{"role": "user", "content": hint}] if messages[-1]["role"] != "user" else \
-                    list(messages[:-1]) + [{**messages[-1], "content": messages[-1]["content"] + "\n\n" + hint}]
+            messages = self._with_schema_hint(messages, (response_format or {}).get("schema"))
             prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                                    return_dict=True).to(model.device)
             sample = temperature > 0
@@ -178,6 +173,54 @@ class TransformersBackend:
 
     async def complete(self, messages, response_format, timeout_s, **params) -> Completion:
         return await asyncio.to_thread(self._generate, messages, response_format, timeout_s, **params)
+
+    def _with_schema_hint(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The conversation with the reply schema appended to its last user turn (untrained models only)."""
+        if not schema or not self.schema_hint:
+            return list(messages)
+        import json
+
+        hint = "Reply with only a JSON object that follows this JSON schema:\n" + json.dumps(schema)
+        if messages[-1]["role"] != "user":
+            return list(messages) + [{"role": "user", "content": hint}]
+        return list(messages[:-1]) + [{**messages[-1], "content": messages[-1]["content"] + "\n\n" + hint}]
+
+    def choose_sequence(self, messages: list[dict[str, Any]], prefix: str, options: Sequence[str], count: int,
+                        separator: str, suffix: str, schema: dict[str, Any] | None = None) -> tuple[list[int], int]:
+        """Greedy choices in a reply with a fixed frame: ``prefix``, then ``count`` times one of
+        ``options`` (the one whose first token the model rates higher) joined by ``separator``,
+        then ``suffix``. Constrained greedy decoding of an enum list decides the same way, but
+        pays a schema check per token; this reads one next-token distribution per choice.
+        ``schema`` is the reply's schema, shown to untrained models as a constrained call shows it.
+        Returns the option indices and the prompt tokens read.
+
+        Examples:
+            >>> backend = TransformersBackend()  # doctest: +SKIP
+            >>> backend.choose_sequence(messages, '{"satisfied": ["', ["yes", "no"], 3, '", "', '"]}')  # doctest: +SKIP
+            ([0, 1, 1], 912)
+        """
+        import torch
+
+        with self._lock:
+            model, tokenizer = self._load()
+            firsts = [tokenizer.encode(option, add_special_tokens=False)[0] for option in options]
+            if len(set(firsts)) != len(firsts):
+                raise ValueError(f"{self.name}: the options {list(options)} must start with different tokens")
+            prompt = tokenizer.apply_chat_template(self._with_schema_hint(messages, schema), add_generation_prompt=True,
+                                                   tokenize=False)
+            reply, chosen, seen, cache = prefix, [], [], None
+            with torch.no_grad():
+                for k in range(count):
+                    ids = tokenizer.encode(prompt + reply, add_special_tokens=False)
+                    if cache is None or ids[:len(seen)] != seen:  # the text so far tokenized differently: no reuse
+                        cache, seen = None, []
+                    out = model(input_ids=torch.tensor([ids[len(seen):]], device=model.device), past_key_values=cache,
+                                use_cache=True)
+                    cache, seen = out.past_key_values, ids
+                    pick = int(torch.argmax(out.logits[0, -1][torch.tensor(firsts, device=out.logits.device)]))
+                    chosen.append(pick)
+                    reply += options[pick] + (separator if k < count - 1 else suffix)
+            return chosen, len(seen)
 
     def expected_scores(self, messages: list[dict[str, Any]], reply_prefixes: list[str]) -> tuple[list[float], int]:
         """G-Eval scoring: for each reply prefix ending just before a score's first decimal (``... "score": 0.``),

@@ -14,7 +14,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -324,6 +324,19 @@ class LLM:
         self.usage.calls += 1
         self.usage.prompt_tokens += prompt_tokens
         return scores, prompt_tokens
+
+    async def choose_sequence(self, messages: list[dict[str, Any]], prefix: str, options: Sequence[str], count: int,
+                              separator: str, suffix: str, schema: dict[str, Any] | None = None) -> list[int]:
+        """Greedy choices read from the backend's next-token distribution (backends that expose
+        ``choose_sequence``: the in-process model), counted in :attr:`usage` as one call."""
+        choose = getattr(self.backend, "choose_sequence", None)
+        if choose is None:
+            raise NotImplementedError(f"{self.name}: no next-token probabilities (only the in-process model has them)")
+        chosen, prompt_tokens = await asyncio.to_thread(choose, messages, prefix, options, count, separator, suffix, schema)
+        self.usage.calls += 1
+        self.usage.prompt_tokens += prompt_tokens
+        self.usage.completion_tokens += count
+        return chosen
 
     async def complete_json(self, messages: list[dict[str, Any]], model: type[T], *,
                             check: Callable[[T], str | None] | None = None, schema: dict[str, Any] | None = None,
