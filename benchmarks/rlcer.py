@@ -102,11 +102,8 @@ def probe_verifier(model: str, rows: list[dict]) -> dict[str, float]:
     async def run() -> list[list[bool] | None]:
         verdicts = []
         for row in rows:  # one at a time: the in-process model serves one call at a time anyway
-            user = row["prompt"][1]["content"]
-            problem = user.split("Task:\n", 1)[1].split("\n\nResponse:\n", 1)[0]
-            cot, listed = user.split("\n\nResponse:\n", 1)[1].split("\n\nRubric items:\n", 1)
-            items = [RubricItem(description=line.split(". ", 1)[1], score=1) for line in listed.splitlines()]
-            verdicts.append(await verify_rollout(llm, problem, cot, items, max_fixes=1))
+            items = [RubricItem(description=d, score=1) for d in row["items"]]
+            verdicts.append(await verify_rollout(llm, row["problem"], row["response"], items, max_fixes=1))
         return verdicts
 
     started = time.perf_counter()
@@ -190,34 +187,30 @@ def main(argv: list[str] | None = None) -> int:
     from rubricgym.app.bench import BenchConfig, BenchRow, run_bench
     from rubricgym.app.rubric_data import group_references, rubricator_rows, verifier_rows
     from rubricgym.data import read_file
-    from rubricgym.envs.judge import BUILT_IN, DATA
+    from rubricgym.envs.judge import groups_path
     from rubricgym.registration import held_out, training_kwargs
 
     work = work_folder(args.work, fresh=args.smoke)
     RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     train_kwargs = training_kwargs("Math-v0", {})
-    groups = {split: read_file(DATA / BUILT_IN["math"].format(split=split)) for split in ("train", "test")}
+    groups = {split: read_file(groups_path("math", split)) for split in ("train", "test")}
     references = {"train": group_references(groups["train"], "Math-v0", train_kwargs),
                   "test": group_references(groups["test"], *held_out("Math-v0", train_kwargs))}
     data = {split: (rubricator_rows(groups[split], references[split]), verifier_rows(groups[split], references[split]))
             for split in ("train", "test")}
     probe = {role: rows[: args.probe_rows] for role, rows in zip(("rubricator", "verifier"), data["test"])}
 
-    coldstart = stage(work / "coldstart", lambda: {
-        **sft_stage(data["train"][0], args.coldstart_epochs, args.learning_rate, work / "coldstart"),
-        "untrained_probe": probe_rubricator(None, probe["rubricator"], references["test"])})
-    coldstart.setdefault("probe", None)
-    if coldstart["probe"] is None:
-        coldstart["probe"] = probe_rubricator(coldstart["checkpoint"], probe["rubricator"], references["test"])
-        (work / "coldstart" / "stage.json").write_text(json.dumps(coldstart))
-    verifier = stage(work / "verifier", lambda: {
-        **sft_stage(data["train"][1], args.verifier_epochs, args.learning_rate, work / "verifier"),
-        "untrained_probe": probe_verifier("local", probe["verifier"])})
-    verifier.setdefault("probe", None)
-    if verifier["probe"] is None:
-        verifier["probe"] = probe_verifier(f"local:{verifier['checkpoint']}", probe["verifier"])
-        (work / "verifier" / "stage.json").write_text(json.dumps(verifier))
+    def trained_and_probed(rows: list[dict], epochs: float, folder: Path, measure) -> dict:
+        trained = sft_stage(rows, epochs, args.learning_rate, folder)
+        return {**trained, "untrained_probe": measure(None), "probe": measure(trained["checkpoint"])}
+
+    coldstart = stage(work / "coldstart", lambda: trained_and_probed(
+        data["train"][0], args.coldstart_epochs, work / "coldstart",
+        lambda adapter: probe_rubricator(adapter, probe["rubricator"], references["test"])))
+    verifier = stage(work / "verifier", lambda: trained_and_probed(
+        data["train"][1], args.verifier_epochs, work / "verifier",
+        lambda checkpoint: probe_verifier(f"local:{checkpoint}" if checkpoint else "local", probe["verifier"])))
 
     adapter = coldstart["checkpoint"]
     every = {"rlvr": BenchRow("rlvr", "Math-v0"),

@@ -44,6 +44,11 @@ from rubricgym.tools import ParsedAction
 DATA = Path(__file__).resolve().parent / "judge_data"
 BUILT_IN = {"math": "math_level1_{split}.jsonl"}
 
+
+def groups_path(groups: str | Path, split: str = "train") -> Path:
+    """A built-in set's file for ``split`` (``"math"``), else ``groups`` as a path."""
+    return DATA / BUILT_IN[groups].format(split=split) if groups in BUILT_IN else Path(groups)
+
 #: the specification a judge scores LLMBar outputs against (LLMBar has no system prompt; its
 #: rule is "the output that follows the instruction wins")
 LLMBAR_SPECIFICATION = ("You are a helpful assistant. Follow the user's instruction precisely and honestly: do exactly "
@@ -169,11 +174,9 @@ class JudgeGroupEnv(ChatEnv):
         self.ruler = replace(RulerConfig(), **cfg.ruler)
         if isinstance(cfg.groups, list):
             rows, where = cfg.groups, "groups"
-        elif cfg.groups in BUILT_IN:
-            path = DATA / BUILT_IN[cfg.groups].format(split=cfg.split)
-            rows, where = read_file(path), path.name
         else:
-            rows, where = read_file(cfg.groups), str(cfg.groups)
+            path = groups_path(cfg.groups, cfg.split)
+            rows, where = read_file(path), (path.name if cfg.groups in BUILT_IN else str(cfg.groups))
         self.tasks = rows_to_tasks(rows, cfg.gold, where)[: cfg.max_groups or None]
         if not self.tasks:
             raise ValueError(f"{where}: no group with two members of different gold (nothing to order)")

@@ -75,11 +75,12 @@ def test_cold_start_rows_from_a_hand_made_task():
         ('The response contains "\\boxed{5}"', 3), ('The response contains "2 + 3 = 5"', 2), ('The response contains "5"', 1)]
     verifier = verifier_rows([hand_made_group()], {"t1": "5"}, seed=3)
     for row in verifier:
-        response = row["prompt"][1]["content"].split("Response:\n", 1)[1].split("\n\nRubric items:", 1)[0]
-        items = row["prompt"][1]["content"].split("Rubric items:\n", 1)[1].splitlines()
+        listed = row["prompt"][1]["content"].split("Rubric items:\n", 1)[1].splitlines()
+        assert [line.split(". ", 1)[1] for line in listed] == row["items"]  # the prompt shows the row's items
+        assert row["response"] in row["prompt"][1]["content"]
         verdicts = json.loads(row["completion"][0]["content"])["satisfied"]
-        assert len(items) == len(verdicts) >= 4  # the teacher's three and at least one distractor
-        assert verdicts == ["yes" if item_truth(line.split(". ", 1)[1], response) else "no" for line in items]
+        assert len(row["items"]) == len(verdicts) >= 4  # the teacher's three and at least one distractor
+        assert verdicts == ["yes" if item_truth(item, row["response"]) else "no" for item in row["items"]]
     assert "no" in json.loads(verifier[0]["completion"][0]["content"])["satisfied"]  # distractors make "no" labels
 
 

@@ -292,15 +292,14 @@ def cmd_judge_data(args: argparse.Namespace) -> int:
 def cmd_rubric_data(args: argparse.Namespace) -> int:
     from rubricgym.app.rubric_data import group_references, rubricator_rows, verifier_rows, write_rows
     from rubricgym.data import read_file
-    from rubricgym.envs.judge import BUILT_IN, DATA
+    from rubricgym.envs.judge import groups_path
     from rubricgym.registration import default_env, held_out, training_kwargs
 
     env_id = args.env or default_env()
     kwargs = training_kwargs(env_id, args.env_kwargs or {})
     if args.split == "test":
         env_id, kwargs = held_out(env_id, kwargs)
-    path = DATA / BUILT_IN[args.groups].format(split=args.split) if args.groups in BUILT_IN else Path(args.groups)
-    rows = read_file(path)
+    rows = read_file(groups_path(args.groups, args.split))
     references = group_references(rows, env_id, kwargs)
     out = Path(args.output)
     written = {"rubricator": write_rows(rubricator_rows(rows, references, args.answer_format), out / "rubricator.jsonl"),

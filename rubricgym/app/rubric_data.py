@@ -113,8 +113,10 @@ def verifier_rows(rows: Iterable[dict[str, Any]], references: dict[str, str], an
             rng.shuffle(items)
             verdicts = ["yes" if item_truth(str(item["description"]), response) else "no" for item in items]
             prompt = verifier_messages(problem, response, [RubricItem(**item) for item in items], system, user)
+            # the parts of the prompt ride along (TRL ignores extra columns): a probe calls the verifier with them
             out.append({"prompt": prompt, "completion": _completion(json.dumps({"satisfied": verdicts})),
-                        "task_id": str(row["task_id"])})
+                        "task_id": str(row["task_id"]), "problem": problem, "response": response,
+                        "items": [str(item["description"]) for item in items]})
     return out
 
 
