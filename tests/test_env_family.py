@@ -100,7 +100,8 @@ def test_example_family_rubric_variant_in_the_group_vector_env():
     assert not terminated.any() and all(o[0]["content"].startswith("You write grading rubrics") for o in obs)
     assert "a response to a task" not in obs[0][0]["content"] and "Task:\nSort these words" in obs[0][1]["content"]
     _, rewards, terminated, _, info = envs.step([RUBRIC] * 4)
-    assert terminated.all() and len(backend.requests) == 16  # 4 rubrics x 4 responses
+    # the group's distinct items are verified together, once per distinct response (two are the same)
+    assert terminated.all() and len(backend.requests) == 3
     # SORTED [1,1,0,0] tracks correctness (valid); CHATTER [0,0,1,0] does not: CoT reward = [1, 1, 0, 0]
     assert list(info["reward_components"]["cot"]) == pytest.approx([1, 1, 0, 0])
     assert list(info["role_rewards_reasoner"]) == pytest.approx([2, 2, -1, -1])
