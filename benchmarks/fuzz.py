@@ -34,6 +34,7 @@ from rubricgym.testing.hostile import ESCAPES, FaultyJudge, FuzzReport, fuzz_env
 from rubricgym.llm import LLM, LLMConfig  # noqa: E402
 from rubricgym.registration import scheme_of  # noqa: E402
 from rubricgym.sandbox import run_python  # noqa: E402
+from rubricgym.serving import make_app, serve_in_thread  # noqa: E402
 from rubricgym.spaces import ChatSpace  # noqa: E402
 from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 
@@ -42,6 +43,10 @@ def without_order_enforcing(env: gym.Env) -> gym.Env:
     """Stepping before the first reset is part of the test; gym.make's OrderEnforcing would raise
     Gymnasium's documented ResetNeeded there instead of reaching the env."""
     return env.env if isinstance(env, gym.wrappers.OrderEnforcing) else env
+
+
+#: the env that OpenEnv-v0 ids play, served over OpenEnv for the whole run (``url`` set in main)
+SERVED: dict = {"env_id": "Math-v0", "url": None}
 
 
 def faulty_judge(backend: FaultyJudge) -> LLM:
@@ -54,6 +59,8 @@ def env_kwargs(env_id: str, backend: FaultyJudge) -> dict:
     if scheme is not None and scheme.judge_knob:
         kwargs = {scheme.judge_knob: faulty_judge(backend), **({"max_fixes": 1} if "max_fixes" in scheme.knobs else {})}
     base = rubricgym.ENVS[env_id].base or env_id
+    if base == "OpenEnv-v0":  # the OpenEnv client plays the served env (see main)
+        kwargs["url"] = SERVED["url"]
     if base == "FunctionCall-v0":
         kwargs["dataset"] = "simple_python"
     if base == "Math-v0":
@@ -64,7 +71,10 @@ def env_kwargs(env_id: str, backend: FaultyJudge) -> dict:
 
 
 def slow_limit(env_id: str) -> float:
-    """Seconds a step may take: 5, plus the tool time its calls may share where the env runs tools."""
+    """Seconds a step may take: 5, plus the tool time its calls may share where the env runs tools
+    (for OpenEnv ids, the served env's limit and a second for the loopback round trip)."""
+    if (rubricgym.ENVS[env_id].base or env_id) == "OpenEnv-v0":
+        return slow_limit(SERVED["env_id"]) + 1.0
     env = gym.make(env_id, disable_env_checker=True, **env_kwargs(env_id, FaultyJudge()))
     base = env.unwrapped
     limit = 5.0 + (base.max_tool_seconds if base.tools and base.execute_tools else 0.0)
@@ -123,6 +133,19 @@ def fuzz_groups(env_id: str, backend: FaultyJudge, rng: random.Random, steps: in
     envs.close()
 
 
+def fuzz_ids(ids: list[str], args: argparse.Namespace, rng: random.Random, report: FuzzReport, backend: FaultyJudge) -> None:
+    """Single envs of every id, groups of every judged id, AsyncVectorEnv of every base id."""
+    for env_id in tqdm(ids, desc="fuzzing ids"):
+        kwargs = env_kwargs(env_id, backend)
+        slow_s = slow_limit(env_id)
+        fuzz_env(lambda: without_order_enforcing(gym.make(env_id, disable_env_checker=True, **kwargs)), rng,
+                 args.actions, slow_s=slow_s, report=report, label=env_id)
+        if scheme_of(env_id) is not None and scheme_of(env_id).judge_knob:
+            fuzz_groups(env_id, backend, rng, args.group_steps, report, slow_s)
+        if scheme_of(env_id) is None:
+            fuzz_async(env_id, rng, args.async_steps, report)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actions", type=int, default=1200, help="single-env actions per registered id")
@@ -136,15 +159,9 @@ def main() -> None:
     backend = FaultyJudge()
     ids = sorted(rubricgym.ENVS)
     started = time.perf_counter()
-    for env_id in tqdm(ids, desc="fuzzing ids"):
-        kwargs = env_kwargs(env_id, backend)
-        slow_s = slow_limit(env_id)
-        fuzz_env(lambda: without_order_enforcing(gym.make(env_id, disable_env_checker=True, **kwargs)), rng,
-                 args.actions, slow_s=slow_s, report=report, label=env_id)
-        if scheme_of(env_id) is not None and scheme_of(env_id).judge_knob:
-            fuzz_groups(env_id, backend, rng, args.group_steps, report, slow_s)
-        if scheme_of(env_id) is None:
-            fuzz_async(env_id, rng, args.async_steps, report)
+    with serve_in_thread(make_app(SERVED["env_id"], **env_kwargs(SERVED["env_id"], backend))) as url:
+        SERVED["url"] = url
+        fuzz_ids(ids, args, rng, report, backend)
     escaped = try_escapes(lambda code: run_python(code)[0])
     minutes = (time.perf_counter() - started) / 60
     print(f"ids: {len(ids)}; episodes finished: {report.episodes}; invalid observations or rewards: "

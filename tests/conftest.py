@@ -36,48 +36,25 @@ def shared_data() -> Path:
 
 
 def _free_port() -> int:
-    import socket
+    from rubricgym.testing.loopback import free_port
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_port()
 
 
 @pytest.fixture(scope="session")
 def llama_server():
     """A real OpenAI-compatible server on loopback: llama-cpp-python serving the default GGUF."""
-    import subprocess
     import sys
-    import time
-    import urllib.request
 
     require("llama_cpp", "server")
     from rubricgym.models import default_gguf_path
+    from rubricgym.testing.loopback import server_process
 
     port = _free_port()
-    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"llama_server_{port}.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "4096", "--n_threads", "2"],
-        stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 120
-    while True:
-        try:
-            urllib.request.urlopen(base + "/models", timeout=2).read()
-            break
-        except Exception:
-            if process.poll() is not None or time.time() > deadline:
-                process.kill()
-                raise RuntimeError(f"llama.cpp server did not start; see {log.name}")
-            time.sleep(0.5)
-    yield base
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+    with server_process([sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()), "--host", "127.0.0.1",
+                         "--port", str(port), "--n_ctx", "4096", "--n_threads", "2"], base + "/models"):
+        yield base
 
 
 @pytest.fixture(scope="session")

@@ -364,6 +364,21 @@ SMOKE_BENCH = {"schemes": ("ruler",), "steps": 1, "groups_per_step": 1, "group_s
                "max_new_tokens": 8, "eval_tasks": 4, "resamples": 200, "results_name": "reward_schemes_smoke"}
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve one registered id as an OpenEnv environment server until interrupted."""
+    import uvicorn
+
+    from rubricgym.serving import make_app
+
+    env_id = args.env_id
+    app = make_app(env_id, max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None,
+                   **_env_kwargs(args, env_id))
+    print(f"serving {env_id} over OpenEnv at http://{args.host}:{args.port} (WebSocket sessions at /ws, "
+          f"at most {args.max_sessions}; gym.make('OpenEnv-v0', url='http://{args.host}:{args.port}') plays it)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, ws_max_size=int(args.max_message_mb * 2**20))
+    return 0
+
+
 def _add_env_flags(p: argparse.ArgumentParser, env_help: str = "a registered id (`rubricgym envs`)") -> None:
     from rubricgym.app.flags import json_object
 
@@ -380,6 +395,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from rubricgym.agents.train import TrainConfig
     from rubricgym.agents.sft import SFTConfig
     from rubricgym.app.bench import BenchConfig
+    from rubricgym.app.flags import json_object
     from rubricgym.app.judge_training import JudgeTrainingConfig
     from rubricgym.judges.ruler import RulerConfig
 
@@ -390,6 +406,21 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("envs", help="list the registered environment ids")
     p.set_defaults(func=cmd_envs)
+
+    p = sub.add_parser("serve", help="serve a registered id (base or judged) as an OpenEnv environment server",
+                       formatter_class=formatter)
+    p.add_argument("env_id", help="a registered id (`rubricgym envs`)")
+    p.add_argument("--env-kwargs", type=json_object, default={}, metavar="JSON",
+                   help="the family's knobs and the reward scheme's, as a JSON object")
+    p.add_argument("--judge", default=None, help="the judged id's judge (or rubric verifier)")
+    p.add_argument("--api-base", default=None, help="the judge's OpenAI-compatible server")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-sessions", type=int, default=64, help="concurrent sessions (one env instance each)")
+    p.add_argument("--idle-timeout", type=float, default=300.0, help="seconds before an idle session is reaped (0: never)")
+    p.add_argument("--max-message-mb", type=float, default=16.0, help="larger WebSocket messages are refused")
+    p.add_argument("--log-level", default="warning")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("baseline", help="run scripted baseline policies on Math-v0 (built-in data) and print accuracy")
     p.add_argument("--policy", default="calculator,estimate", help="comma-separated: calculator, estimate",

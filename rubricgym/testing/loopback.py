@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 @dataclass
@@ -145,3 +146,56 @@ class LoopbackServer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (the OS's pick)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def server_process(command: list[str], health_url: str, cwd: str | None = None, start_timeout_s: float = 120.0) -> Iterator[Any]:
+    """Run a server command until ``health_url`` answers 200, yield the process, stop it after
+    (``rubricgym serve``, an OpenEnv example, a LiteLLM proxy). A server that exits or stays
+    silent past ``start_timeout_s`` is an error with the end of its output.
+
+    Examples:
+        >>> import sys
+        >>> port = free_port()
+        >>> with server_process([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        ...                     f"http://127.0.0.1:{port}/") as process:
+        ...     process.poll() is None
+        True
+    """
+    import subprocess
+    import tempfile
+    import urllib.request
+
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + start_timeout_s
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(health_url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"{command[:4]} did not answer {health_url} within {start_timeout_s:.0f} s: "
+                                   f"{log.read().decode(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

@@ -1,0 +1,349 @@
+"""``OpenEnv-v0``: any OpenEnv environment server as a rubricgym chat env.
+
+``gym.make("OpenEnv-v0", url="http://host:8000")`` plays one WebSocket session of the server
+(OpenEnv's own client underneath), so the group vector env, the trainers and every reward scheme
+(``OpenEnvRuler-v0``: RULER ranks N sessions of one scenario) work on environments nobody here
+wrote. Two kinds of server:
+
+* a rubricgym server (``rubricgym serve ID``; its action has ``content``, its observation
+  ``messages``): the conversation, tools, reward components and typed episode result come back
+  as they are in-process, so rewards equal the in-process env's for the same actions and seed;
+* any other OpenEnv env (a text action field, an observation of named fields): the action is the
+  reply text in the action schema's one string field (or ``action_field``), each observation is
+  rendered as a user message (its one text field, else ``name: value`` lines), and the episode
+  result is built here. Such a server has no system prompt, so RULER's specification is the
+  ``system_prompt`` knob (shown to the agent as the first message).
+
+The scenario of a session is its seed: a reset without one draws a seed here, and ``task_id`` is
+``seed:<n>`` unless the server reports its own, so the members of a group replay one scenario.
+A server that goes away mid-episode is reconnected once and the episode's actions are replayed
+(``info["replayed"]``); when that fails too, the episode ends truncated with the error named
+(never a silent zero). An action the server refuses (its schema, its own error) is answered with
+``Error: ...`` and costs a turn, as an invalid action does in every rubricgym env.
+
+Examples:
+    >>> env = gym.make("OpenEnv-v0", url="http://127.0.0.1:8000")            # doctest: +SKIP
+    >>> envs = gym.make_vec("OpenEnvRuler-v0", num_envs=8, group_size=4, url="http://127.0.0.1:8000",
+    ...                     system_prompt="Echo the user's words politely.")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from rubricgym.chatenv import ENDED, TURN_LIMIT, TrainingDefaults, make_config
+from rubricgym.records import EpisodeResult
+from rubricgym.registration import register_family
+from rubricgym.spaces import AssistantReplySpace, ChatSpace
+
+#: what connection failures look like through OpenEnv's client (a closed socket, a refused connect, a timeout)
+_CONNECTION_ERRORS = (ConnectionError, TimeoutError, OSError)
+
+
+@dataclass
+class OpenEnvConfig:
+    """Knobs of ``OpenEnv-v0`` (every one named, typed, defaulted)."""
+
+    url: str = ""
+    """The server's base URL (``http://host:port``; required)."""
+    system_prompt: str | None = None
+    """The agent's specification for servers whose observations carry none (what RULER judges against);
+    shown as the first message. Ignored for rubricgym servers, whose envs have their own."""
+    action_field: str | None = None
+    """The action's text field; None: ``content`` for a rubricgym server, else the action schema's one
+    required string field."""
+    max_turns: int = 16
+    """Client-side turn limit: an episode still running after this many actions is truncated."""
+    max_action_chars: int = 200_000
+    """Longer replies are refused here, before they reach the server."""
+    connect_timeout_s: float = 10.0
+    """Seconds to open a session (and to read the server's schema)."""
+    message_timeout_s: float = 120.0
+    """Seconds to wait for one reset or step reply (a judged step waits on its judge)."""
+    reset_kwargs: dict[str, Any] | None = None
+    """Extra reset arguments of every episode (a split, a difficulty ...)."""
+
+
+def _schema(url: str, timeout_s: float) -> dict[str, Any]:
+    import httpx
+
+    try:
+        response = httpx.get(url.rstrip("/") + "/schema", timeout=timeout_s)
+        response.raise_for_status()
+        return response.json()
+    except Exception as error:  # any failure: the URL is not an OpenEnv server we can reach
+        raise ConnectionError(f"cannot read the OpenEnv schema at {url.rstrip('/')}/schema: {error}") from error
+
+
+def text_field(action_schema: dict[str, Any]) -> str:
+    """The one string field of an OpenEnv action schema (required ones first), else a clear error.
+
+    Examples:
+        >>> text_field({"properties": {"message": {"type": "string"}, "metadata": {"type": "object"}},
+        ...             "required": ["message"]})
+        'message'
+    """
+    properties = action_schema.get("properties") or {}
+    strings = [name for name, spec in properties.items() if spec.get("type") == "string"]
+    required = [name for name in strings if name in (action_schema.get("required") or [])]
+    for candidates in (required, strings):
+        if len(candidates) == 1:
+            return candidates[0]
+    raise ValueError(f"the server's action has no single text field (string fields: {strings}); "
+                     "name one with action_field=...")
+
+
+def render_observation(observation: dict[str, Any]) -> str:
+    """A foreign observation as the text of a user message: its one text field, else ``name: value``
+    lines (JSON for values that are not text).
+
+    Examples:
+        >>> render_observation({"echoed_message": "hi", "metadata": {}})
+        'hi'
+        >>> render_observation({"board": "X..", "legal_moves": [1, 2]})
+        'board: X..\\nlegal_moves: [1, 2]'
+    """
+    fields = {k: v for k, v in observation.items() if k not in ("metadata", "done", "reward")}
+    texts = [v for v in fields.values() if isinstance(v, str)]
+    if len(fields) == 1 and texts:
+        return texts[0]
+    return "\n".join(f"{k}: {v if isinstance(v, str) else json.dumps(v, default=str)}" for k, v in fields.items())
+
+
+def _passed(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The server's step info that this env passes on (its own keys are set here)."""
+    return {"reward_components": {}, **{k: v for k, v in metadata.items() if k not in ("task_id", "system_prompt", "turn", "tools")}}
+
+
+class OpenEnvEnv(gym.Env):
+    """Any OpenEnv environment server as a chat env (one WebSocket session per env)."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    training = TrainingDefaults(max_new_tokens=96)
+
+    def __init__(self, config: OpenEnvConfig | None = None, render_mode: str | None = None, **kwargs: Any):
+        self.config = cfg = make_config(OpenEnvConfig, config, kwargs)
+        if not cfg.url:
+            raise ValueError("OpenEnv-v0 needs url='http://host:port' (an OpenEnv server, e.g. `rubricgym serve Math-v0`)")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+        schema = _schema(cfg.url, cfg.connect_timeout_s)
+        action_props = (schema.get("action") or {}).get("properties") or {}
+        observation_props = (schema.get("observation") or {}).get("properties") or {}
+        #: a rubricgym server: chat observations with the env's own info in their metadata
+        self.chat_server = "messages" in observation_props and "content" in action_props
+        self.action_field = cfg.action_field or ("content" if self.chat_server else text_field(schema.get("action") or {}))
+        self.max_action_chars = cfg.max_action_chars
+        self.observation_space = ChatSpace()
+        self.action_space = AssistantReplySpace(max_length=cfg.max_action_chars)
+        self._client: Any = None
+        self.messages: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []
+        self._reset_kwargs: dict[str, Any] = {}
+        self._actions: list[dict[str, Any]] = []
+        self._task_id: str | None = None
+        self._turn, self._ended, self._last_metadata = 0, True, {}
+
+    # -- the session ---------------------------------------------------------------------------
+
+    def _session(self):
+        if self._client is None:
+            from openenv.core.generic_client import GenericEnvClient
+
+            self._client = GenericEnvClient(base_url=self.config.url, connect_timeout_s=self.config.connect_timeout_s,
+                                            message_timeout_s=self.config.message_timeout_s).sync()
+        return self._client
+
+    def _session_alive(self) -> bool:
+        from websockets.protocol import State
+
+        socket = getattr(getattr(self._client, "async_client", None), "_ws", None)
+        return socket is not None and socket.state is State.OPEN
+
+    def _drop_session(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # the socket is already gone: nothing left to close
+                pass
+
+    def _call(self, method: str, *args: Any, **kwargs: Any):
+        return getattr(self._session(), method)(*args, **kwargs)
+
+    # -- gymnasium -------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        task_id = options.pop("task_id", None)
+        kwargs: dict[str, Any] = {**(self.config.reset_kwargs or {}), **options}
+        if task_id is not None and str(task_id).startswith("seed:"):
+            kwargs["seed"] = int(str(task_id)[5:])
+        elif task_id is not None and self.chat_server:
+            kwargs["task_id"] = str(task_id)
+        else:  # the scenario is the seed: draw one so that the group's other members can replay it
+            kwargs["seed"] = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
+        hint = kwargs.pop("hint", None) if not self.chat_server else None
+        try:
+            result = self._call("reset", **kwargs)
+        except _CONNECTION_ERRORS:  # a restarted server: one fresh session, then the error is the caller's
+            self._drop_session()
+            result = self._call("reset", **kwargs)
+        self._reset_kwargs, self._actions = kwargs, []
+        self._turn, self._ended = 0, False
+        metadata = self._metadata(result)
+        self._task_id = str(metadata["task_id"]) if metadata.get("task_id") is not None else f"seed:{kwargs.get('seed')}"
+        if self.chat_server:
+            self.messages = list(result.observation.get("messages") or [])
+            self.tools = list(result.observation.get("tools") or [])
+        else:
+            first = render_observation(result.observation) + (f"\n\n{hint}" if hint else "")
+            self.messages = ([{"role": "system", "content": self.config.system_prompt}] if self.config.system_prompt else []) + [
+                {"role": "user", "content": first}]
+            self.tools = []
+        return list(self.messages), self._info()
+
+    def step(self, action: Any):
+        if self._ended:
+            return list(self.messages), 0.0, True, False, self._info(error=ENDED, episode_ended=True, reward_components={})
+        self._turn += 1
+        payload, invalid = self._payload(action)
+        if invalid is not None:
+            self.messages += [{"role": "assistant", "content": action if isinstance(action, str) else ""},
+                              {"role": "user", "content": f"Error: {invalid}"}]
+            return self._after_refusal(invalid)
+        replayed = False
+        try:
+            # OpenEnv's client reconnects by itself, to a fresh session that never saw this episode:
+            # a closed socket, or a server that answers "episode ended", means the session is lost
+            if not self._session_alive():
+                raise ConnectionError("the session's connection closed")
+            result = self._call("step", payload)
+            if self.chat_server and self._metadata(result).get("episode_ended"):
+                raise ConnectionError("the server's session no longer holds this episode")
+        except RuntimeError as error:  # the server's refusal of this action ("Server error: ...")
+            if not self.chat_server:
+                self.messages.append({"role": "assistant", "content": payload[self.action_field]})
+            self.messages.append({"role": "user", "content": f"Error: {error}"})
+            return self._after_refusal(str(error))
+        except _CONNECTION_ERRORS as error:
+            try:
+                result, replayed = self._replay(payload), True
+            except Exception as again:
+                return self._lost(f"the env server at {self.config.url} went away mid-episode ({error}); replaying "
+                                  f"the episode's {len(self._actions)} earlier action(s) failed too ({again})")
+        self._actions.append(payload)
+        metadata = self._metadata(result)
+        done = bool(result.done)
+        truncated = bool(result.observation.get("truncated")) if self.chat_server else False
+        if self.chat_server:
+            self.messages = list(result.observation.get("messages") or [])
+        else:
+            self.messages.append({"role": "assistant", "content": payload[self.action_field]})
+            text = render_observation(result.observation)
+            if text:
+                self.messages.append({"role": "user", "content": text})
+        if not done and self._turn >= self.config.max_turns:
+            done, truncated = True, True
+            metadata.setdefault("error", TURN_LIMIT)
+            self._drop_session()  # the server's episode is abandoned: its session goes with it
+        extra = {"replayed": True} if replayed else {}
+        reward = float(result.reward or 0.0)
+        if done:
+            return self._finish(reward, truncated, metadata, **extra)
+        return list(self.messages), reward, False, False, self._info(**{**_passed(metadata), **extra})
+
+    def _payload(self, action: Any) -> tuple[dict[str, Any], str | None]:
+        if isinstance(action, str):
+            if len(action) > self.max_action_chars:
+                return {}, f"the reply is {len(action):,} characters; the limit is {self.max_action_chars:,}"
+            return {self.action_field: action}, None
+        if isinstance(action, dict) and self.chat_server:
+            content = action.get("content") or ""
+            if not isinstance(content, str):
+                return {}, f"the action's content must be a string or null, got {type(content).__name__}"
+            payload = {"content": content, **({"tool_calls": action["tool_calls"]} if action.get("tool_calls") else {})}
+            try:  # what cannot cross the wire is refused here, with its reason
+                json.dumps(payload)
+            except (TypeError, ValueError) as error:
+                return {}, f"the action cannot be sent as JSON: {error}"
+            return payload, None
+        return {}, f"an action must be a reply string{' or an assistant message dict' if self.chat_server else ''}, got {type(action).__name__}"
+
+    def _replay(self, payload: dict[str, Any]):
+        """A fresh session, the episode's reset and earlier actions again, then this one."""
+        self._drop_session()
+        self._call("reset", **self._reset_kwargs)
+        for earlier in self._actions:
+            self._call("step", earlier)
+        return self._call("step", payload)
+
+    def _after_refusal(self, error: str):
+        if self._turn >= self.config.max_turns:
+            return self._finish(0.0, False, {"error": error}, answered=False)
+        return list(self.messages), 0.0, False, False, self._info(error=error, reward_components={})
+
+    def _lost(self, error: str):
+        self._drop_session()
+        return self._finish(0.0, True, {"error": error, "reward_components": {}})
+
+    @staticmethod
+    def _metadata(result: Any) -> dict[str, Any]:
+        metadata = result.metadata if isinstance(result.metadata, dict) else (result.observation.get("metadata") or {})
+        return dict(metadata)
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        info: dict[str, Any] = {"task_id": self._task_id, "system_prompt": self.specification, "turn": self._turn}
+        if self.tools:
+            info["tools"] = self.tools
+        info.update(extra)
+        return info
+
+    def _finish(self, reward: float, truncated: bool, metadata: dict[str, Any], answered: bool = True, **extra: Any):
+        self._ended = True
+        episode = metadata.get("episode")
+        if isinstance(episode, dict):
+            result = EpisodeResult.model_validate(episode)
+            if truncated and not result.truncated:  # ended here (turn limit), not by the server
+                result = result.model_copy(update={"truncated": True, "error": metadata.get("error")})
+        else:
+            components = metadata.get("reward_components") or {"env": reward}
+            answer = next((m.get("content") for m in reversed(self.messages) if m.get("role") == "assistant"), None)
+            result = EpisodeResult(
+                task_id=str(self._task_id), specification=self.specification,
+                task=next((m.get("content") or "" for m in self.messages if m.get("role") == "user"), ""),
+                answer=answer if answered and not truncated else None, correct=metadata.get("correct"), reward=reward,
+                reward_components={k: float(v) for k, v in components.items()}, truncated=truncated,
+                error=metadata.get("error"), metadata={k: v for k, v in metadata.items() if k != "episode"})
+        info = self._info(**{**_passed(metadata), **extra})
+        # a judged server's components (the judge's added) come in its info; the episode's are the env's own
+        info.update(episode=result, reward_components=dict(metadata.get("reward_components") or result.reward_components))
+        if result.correct is not None:
+            info["correct"] = bool(result.correct)
+        return list(self.messages), float(reward), not truncated, truncated, info
+
+    @property
+    def specification(self) -> str:
+        """The system prompt of the current episode (what judges score against)."""
+        first = self.messages[0] if self.messages else {}
+        return first.get("content") or "" if first.get("role") == "system" else (self.config.system_prompt or "")
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(f"[{m['role']}] {m.get('content') or m.get('tool_calls')}" for m in self.messages)
+
+    def close(self) -> None:
+        self._drop_session()
+        super().close()
+
+
+def register() -> None:
+    """``OpenEnv-v0`` (any OpenEnv server) and the judged variants every family gets (RULER)."""
+    register_family("OpenEnv", OpenEnvEnv, "any OpenEnv environment server (url=...) as a chat env")

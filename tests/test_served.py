@@ -1,0 +1,207 @@
+"""Served envs (#24): rubricgym ids over the real OpenEnv server and client, OpenEnv-v0 on our own
+servers and on the `openenv` package's own example env (its `openenv init` echo template), RULER
+over that foreign env, `rubricgym serve` as a command, hostile clients and a server restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+
+from conftest import require
+
+require("openenv", "openenv")
+
+import rubricgym  # noqa: E402,F401
+from rubricgym.serving import make_app, serve_in_thread  # noqa: E402
+from rubricgym.testing.loopback import free_port, server_process  # noqa: E402
+
+from judges import scripted_judge  # noqa: E402
+
+#: the `openenv` command of this environment
+OPENENV_CLI = os.path.join(os.path.dirname(sys.executable), "openenv")
+BASE_IDS = {"Math-v0": {"levels": (1,), "tools": ["calculator"]}, "RagSupport-v0": {"mode": "agentic"},
+            "ToolUse-v0": {}, "WordSort-v0": {}, "FunctionCall-v0": {"dataset": "simple_python"}, "JudgeGroup-v0": {}}
+
+
+def script(env) -> list[str]:
+    """Two actions any family answers: a call of its first tool (with no arguments: the tool's own
+    error, or the answer where calls are the answer), then a final reply."""
+    tools = [schema["function"]["name"] for schema in env.unwrapped.tool_schemas]
+    first = f'<tool_call>{{"name": "{tools[0]}", "arguments": {{}}}}</tool_call>' if tools else "Let me think."
+    return [first, 'The answer is \\boxed{3}. {"scores": {"A": 1, "B": 0}}']
+
+
+def play(env, seed: int, actions: list[str]) -> list[tuple]:
+    obs, info = env.reset(seed=seed)
+    steps = [("reset", [(m["role"], m.get("content")) for m in obs], info["task_id"])]
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        steps.append((reward, terminated, truncated, info.get("reward_components"), [(m["role"], m.get("content")) for m in obs]))
+        if terminated or truncated:
+            steps.append(info["episode"].model_dump(exclude={"metadata"}))
+            break
+    return steps
+
+
+@pytest.mark.parametrize("env_id", list(BASE_IDS))
+def test_every_base_id_served_plays_as_in_process(env_id, shared_data):
+    kwargs = BASE_IDS[env_id]
+    local = gym.make(env_id, **kwargs)
+    with serve_in_thread(make_app(env_id, max_sessions=4, **kwargs)) as url:
+        served = gym.make("OpenEnv-v0", url=url)
+        assert served.unwrapped.chat_server and served.unwrapped.action_field == "content"
+        actions = script(local)
+        for seed in (0, 1, 2):
+            assert play(served, seed, actions) == play(local, seed, actions), (env_id, seed)
+        served.close()
+
+
+def test_a_judged_id_served_scores_as_in_process():
+    kwargs = {"judge": "oracle:0.8", "levels": (1,)}  # a noisy simulated judge: same seed, same verdicts
+    local = gym.make("MathRuler-v0", **kwargs)
+    with serve_in_thread(make_app("MathRuler-v0", **kwargs)) as url:
+        served = gym.make("OpenEnv-v0", url=url)
+        for seed in range(4):  # one session: the judge's history of the task carries over, as in-process
+            answer = rubricgym_gold(local, seed)
+            actions = [f"\\boxed{{{answer if seed % 2 else 0}}}"]
+            local_steps, served_steps = play(local, seed, actions), play(served, seed, actions)
+            assert served_steps == local_steps
+            assert "ruler" in served_steps[1][3]
+        served.close()
+
+
+def rubricgym_gold(env, seed: int) -> str:
+    from judges import gold
+
+    _, info = env.reset(seed=seed)
+    return gold(info["task_id"])
+
+
+def test_openenv_env_passes_check_env_on_our_server():
+    from gymnasium.utils.env_checker import check_env
+
+    with serve_in_thread(make_app("WordSort-v0")) as url:
+        env = gym.make("OpenEnv-v0", url=url).unwrapped
+        check_env(env, skip_render_check=True)
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def echo_server(tmp_path_factory):
+    """The `openenv` package's own example env (`openenv init` writes its echo template), served by
+    uvicorn as its README says; the template allows one session, raised to 8 as its comment invites."""
+    folder = tmp_path_factory.mktemp("openenv-example")
+    subprocess.run([OPENENV_CLI, "init", "echo_env", "--output-dir", str(folder)], check=True, capture_output=True, timeout=120)
+    env_dir = folder / "echo_env"
+    app_file = env_dir / "server" / "app.py"
+    app_file.write_text(app_file.read_text().replace("max_concurrent_envs=1,", "max_concurrent_envs=8,"))
+    port = free_port()
+    with server_process([sys.executable, "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", str(port)],
+                        f"http://127.0.0.1:{port}/health", cwd=str(env_dir)):
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_openenv_env_drives_a_foreign_example_env(echo_server):
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("OpenEnv-v0", url=echo_server, system_prompt="Repeat the user's words.", max_turns=2).unwrapped
+    assert not env.chat_server and env.action_field == "message"  # read from the server's action schema
+    check_env(env, skip_render_check=True)
+    obs, info = env.reset(seed=5)
+    assert obs[0] == {"role": "system", "content": "Repeat the user's words."} and info["task_id"] == "seed:5"
+    obs, reward, terminated, truncated, info = env.step("hello")  # the echo env rewards 0.1 a character
+    assert (reward, terminated, truncated) == (pytest.approx(0.5), False, False)
+    assert obs[-1]["content"] == "echoed_message: hello\nmessage_length: 5"  # the observation's fields, rendered
+    obs, reward, terminated, truncated, info = env.step({"not": "text"})  # refused here, costs the last turn
+    assert terminated and "must be a reply string" in info["error"] and info["episode"].answer is None
+    assert env.step("again")[4]["episode_ended"]
+    env.close()
+
+
+def test_ruler_ranks_sessions_of_a_foreign_env(echo_server):
+    judge, backend = scripted_judge()
+    envs = gym.make_vec("OpenEnvRuler-v0", num_envs=4, group_size=2, url=echo_server, max_turns=1,
+                        system_prompt="Greet the user; quality=<x> marks how well.", judge=judge)
+    obs, info = envs.reset(seed=3)
+    assert info["task_id"][0] == info["task_id"][1] and info["task_id"][0].startswith("seed:")
+    _, rewards, terminated, truncated, info = envs.step(["quality=0.9 hi", "quality=0.1 hello", "quality=0.4 hey", "quality=0.6 yo"])
+    assert truncated.all() and len(backend.requests) == 2  # one judge call per group
+    assert list(info["reward_components"]["ruler"]) == pytest.approx([0.9, 0.1, 0.4, 0.6])
+    env_rewards = [min(len(a) * 0.1, 1.0) for a in ["quality=0.9 hi", "quality=0.1 hello", "quality=0.4 hey", "quality=0.6 yo"]]
+    assert list(rewards) == pytest.approx([e + s for e, s in zip(env_rewards, [0.9, 0.1, 0.4, 0.6])])
+    envs.close()
+
+
+@pytest.mark.slow
+def test_rubricgym_serve_command_and_hostile_clients(tmp_path):
+    import websockets.sync.client as ws_client
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with server_process([sys.executable, "-m", "rubricgym", "serve", "WordSort-v0", "--port", str(port), "--max-sessions", "8",
+                         "--max-message-mb", "1"], url + "/health") as process:
+        report = subprocess.run([OPENENV_CLI, "validate", "--url", url], capture_output=True, text=True, timeout=300)
+        assert "Verdict: PASS" in report.stdout, report.stdout + report.stderr  # OpenEnv's own conformance checks
+        local, served = gym.make("WordSort-v0"), gym.make("OpenEnv-v0", url=url)
+        assert play(served, 7, ["zebra"]) == play(local, 7, ["zebra"])
+        # hostile clients: bad JSON, unknown types, a bad action, an oversized message, vanishing mid-episode
+        replies = []
+        with ws_client.connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as socket:
+            for raw in ["{not json", json.dumps({"type": "fly"}), json.dumps({"type": "step", "data": {"content": 5}}),
+                        json.dumps({"type": "reset", "data": {"seed": -1}})]:
+                socket.send(raw)
+                replies.append(json.loads(socket.recv(timeout=30)))
+        assert [r["type"] for r in replies] == ["error"] * 4 and replies[0]["data"]["code"] == "INVALID_JSON"
+        with pytest.raises(Exception):  # over --max-message-mb: the server closes this connection
+            with ws_client.connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as socket:
+                socket.send(json.dumps({"type": "step", "data": {"content": "x" * 2_000_000}}))
+                socket.recv(timeout=30)
+        for _ in range(20):  # sessions opened and abandoned mid-episode
+            with ws_client.connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as socket:
+                socket.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+                socket.recv(timeout=30)
+        assert play(served, 8, ["zebra"]) == play(local, 8, ["zebra"])  # the server still serves
+        assert process.poll() is None
+        served.close()
+
+
+def test_a_server_restart_mid_episode_replays_the_episode():
+    from rubricgym.serving import serve_in_thread as serve
+
+    kwargs = {"levels": (1,), "tools": ["calculator"]}
+    local = gym.make("Math-v0", **kwargs)
+    app = make_app("Math-v0", **kwargs)
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+    port = free_port()
+    with serve(app, port=port) as url:
+        served = gym.make("OpenEnv-v0", url=url)
+        served.reset(seed=4)
+        served.step(call)
+    with serve(make_app("Math-v0", **kwargs), port=port):  # the same address, a fresh server
+        obs, reward, terminated, truncated, info = served.step("\\boxed{42}")
+    assert info["replayed"] and terminated
+    local.reset(seed=4)
+    local.step(call)
+    assert (reward, [m["content"] for m in obs]) == (local.step("\\boxed{42}")[1], [m["content"] for m in local.unwrapped.messages])
+    with serve(make_app("Math-v0", **kwargs), port=port):
+        served.reset(seed=4)
+    served.unwrapped.config.connect_timeout_s = 2  # the server is gone now: the episode in flight ends truncated
+    obs, reward, terminated, truncated, info = served.step(call)
+    assert truncated and reward == 0 and "went away mid-episode" in info["error"] and info["episode"].truncated
+    with pytest.raises(ConnectionError):
+        served.reset(seed=4)
+    served.close()
+
+
+def test_the_container_manifest_passes_openenv_validation():
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "deploy" / "openenv"
+    report = subprocess.run([OPENENV_CLI, "validate", str(folder), "--level", "static"], capture_output=True, text=True, timeout=300)
+    assert "Verdict: PASS" in report.stdout, report.stdout + report.stderr
+    assert "rubricgym.serving import app_from_environ" in (folder / "server" / "app.py").read_text()
