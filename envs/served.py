@@ -29,9 +29,11 @@ Examples:
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import gymnasium as gym
 
@@ -49,7 +51,8 @@ class OpenEnvConfig:
     """Knobs of ``OpenEnv-v0`` (every one named, typed, defaulted)."""
 
     url: str = ""
-    """The server's base URL (``http://host:port``; required)."""
+    """The server's base URL (``http://host:port``; required); several, comma-separated, spread the
+    envs made with them over those servers in turn (a group's members, a trainer's sessions)."""
     system_prompt: str | None = None
     """The agent's specification for servers whose observations carry none (what RULER judges against);
     shown as the first message. Ignored for rubricgym servers, whose envs have their own."""
@@ -66,6 +69,24 @@ class OpenEnvConfig:
     """Seconds to wait for one reset or step reply (a judged step waits on its judge)."""
     reset_kwargs: dict[str, Any] | None = None
     """Extra reset arguments of every episode (a split, a difficulty ...)."""
+
+
+#: how many envs each list of servers has handed out (round robin, per list)
+_SERVER_TURNS: dict[tuple[str, ...], Iterator[int]] = {}
+_SERVER_LOCK = threading.Lock()
+
+
+def pick_server(urls: str) -> str:
+    """The next server of a comma-separated list, in turn (one server: itself).
+
+    Examples:
+        >>> [pick_server("http://a:1, http://b:2") for _ in range(3)]
+        ['http://a:1', 'http://b:2', 'http://a:1']
+    """
+    servers = tuple(u.strip().rstrip("/") for u in urls.split(",") if u.strip())
+    with _SERVER_LOCK:
+        turn = next(_SERVER_TURNS.setdefault(servers, itertools.count()))
+    return servers[turn % len(servers)]
 
 
 def _schema(url: str, timeout_s: float) -> dict[str, Any]:
@@ -132,7 +153,9 @@ class OpenEnvEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode
-        schema = _schema(cfg.url, cfg.connect_timeout_s)
+        #: this env's server: the next of the given ones in turn
+        self.url = pick_server(cfg.url)
+        schema = _schema(self.url, cfg.connect_timeout_s)
         action_props = (schema.get("action") or {}).get("properties") or {}
         observation_props = (schema.get("observation") or {}).get("properties") or {}
         #: a rubricgym server: chat observations with the env's own info in their metadata
@@ -155,7 +178,7 @@ class OpenEnvEnv(gym.Env):
         if self._client is None:
             from openenv.core.generic_client import GenericEnvClient
 
-            self._client = GenericEnvClient(base_url=self.config.url, connect_timeout_s=self.config.connect_timeout_s,
+            self._client = GenericEnvClient(base_url=self.url, connect_timeout_s=self.config.connect_timeout_s,
                                             message_timeout_s=self.config.message_timeout_s).sync()
         return self._client
 
@@ -236,7 +259,7 @@ class OpenEnvEnv(gym.Env):
             try:
                 result, replayed = self._replay(payload), True
             except Exception as again:
-                return self._lost(f"the env server at {self.config.url} went away mid-episode ({error}); replaying "
+                return self._lost(f"the env server at {self.url} went away mid-episode ({error}); replaying "
                                   f"the episode's {len(self._actions)} earlier action(s) failed too ({again})")
         self._actions.append(payload)
         metadata = self._metadata(result)

@@ -205,3 +205,15 @@ def test_the_container_manifest_passes_openenv_validation():
     report = subprocess.run([OPENENV_CLI, "validate", str(folder), "--level", "static"], capture_output=True, text=True, timeout=300)
     assert "Verdict: PASS" in report.stdout, report.stdout + report.stderr
     assert "rubricgym.serving import app_from_environ" in (folder / "server" / "app.py").read_text()
+
+
+def test_sessions_spread_over_several_servers():
+    with serve_in_thread(make_app("WordSort-v0")) as first, serve_in_thread(make_app("WordSort-v0")) as second:
+        envs = gym.make_vec("OpenEnv-v0", num_envs=4, group_size=2, url=f"{first},{second}")
+        assert [env.unwrapped.url for env in envs.envs] == [first, second, first, second]  # in turn
+        obs, info = envs.reset(seed=0)
+        assert info["task_id"][0] == info["task_id"][1] and info["task_id"][2] == info["task_id"][3]
+        assert obs[0] == obs[1]  # a group's members play one scenario, each on its own server
+        _, rewards, terminated, _, info = envs.step(["zebra"] * 4)
+        assert terminated.all() and len(info["trajectory"]) == 4
+        envs.close()
