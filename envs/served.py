@@ -170,7 +170,7 @@ class OpenEnvEnv(gym.Env):
         self._reset_kwargs: dict[str, Any] = {}
         self._actions: list[dict[str, Any]] = []
         self._task_id: str | None = None
-        self._turn, self._ended, self._last_metadata = 0, True, {}
+        self._turn, self._ended = 0, True
 
     # -- the session ---------------------------------------------------------------------------
 
