@@ -145,6 +145,8 @@ class OpenEnvEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
     training = TrainingDefaults(max_new_tokens=96)
+    #: the server runs the tools it lists (the client relays the calls)
+    execute_tools = True
 
     def __init__(self, config: OpenEnvConfig | None = None, render_mode: str | None = None, **kwargs: Any):
         self.config = cfg = make_config(OpenEnvConfig, config, kwargs)

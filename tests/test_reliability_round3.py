@@ -21,6 +21,15 @@ BASE_IDS = sorted(i for i in rubricgym.ENVS if rubricgym.ENVS[i].base is None)
 HUGE = "9" * 5000
 
 
+@pytest.fixture(scope="module")
+def served_math():
+    """Math-v0 with the calculator over OpenEnv: what `OpenEnv-v0` (the family that plays a server) plays here."""
+    from rubricgym.serving import make_app, serve_in_thread
+
+    with serve_in_thread(make_app("Math-v0", tools=["calculator"])) as url:
+        yield url
+
+
 def _env(env_id, **kwargs):
     if env_id == "Math-v0":
         kwargs.setdefault("tools", ["calculator"])
@@ -39,9 +48,9 @@ def _step_ok(env, action):
 # -- actions --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("env_id", BASE_IDS)
-def test_a_json_integer_past_4300_digits_is_an_error_observation(env_id):
-    env = _env(env_id)
-    tool = "calculator" if env_id == "Math-v0" else "get_order"
+def test_a_json_integer_past_4300_digits_is_an_error_observation(env_id, request):
+    env = _env(env_id, **({"url": request.getfixturevalue("served_math")} if env_id == "OpenEnv-v0" else {}))
+    tool = "calculator" if env_id in ("Math-v0", "OpenEnv-v0") else "get_order"
     obs, info = _step_ok(env, f'<tool_call>{{"name": "{tool}", "arguments": {{"expression": {HUGE}}}}}</tool_call>')
     if env.unwrapped.execute_tools and env.unwrapped.tools:
         assert "more digits than can be read" in info.get("error", "")
