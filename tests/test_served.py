@@ -17,7 +17,7 @@ from conftest import require
 require("openenv", "openenv")
 
 import rubricgym  # noqa: E402,F401
-from rubricgym.serving import make_app, serve_in_thread  # noqa: E402
+from rubricgym.app.serving import make_app, serve_in_thread  # noqa: E402
 from rubricgym.testing.loopback import free_port, server_process  # noqa: E402
 
 from judges import scripted_judge  # noqa: E402
@@ -171,7 +171,7 @@ def test_rubricgym_serve_command_and_hostile_clients(tmp_path):
 
 
 def test_a_server_restart_mid_episode_replays_the_episode():
-    from rubricgym.serving import serve_in_thread as serve
+    from rubricgym.app.serving import serve_in_thread as serve
 
     kwargs = {"levels": (1,), "tools": ["calculator"]}
     local = gym.make("Math-v0", **kwargs)
@@ -204,7 +204,7 @@ def test_the_container_manifest_passes_openenv_validation():
     folder = Path(__file__).resolve().parents[1] / "deploy" / "openenv"
     report = subprocess.run([OPENENV_CLI, "validate", str(folder), "--level", "static"], capture_output=True, text=True, timeout=300)
     assert "Verdict: PASS" in report.stdout, report.stdout + report.stderr
-    assert "rubricgym.serving import app_from_environ" in (folder / "server" / "app.py").read_text()
+    assert "rubricgym.app.serving import app_from_environ" in (folder / "server" / "app.py").read_text()
 
 
 def test_sessions_spread_over_several_servers():

@@ -368,7 +368,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one registered id as an OpenEnv environment server until interrupted."""
     import uvicorn
 
-    from rubricgym.serving import make_app
+    from rubricgym.app.serving import make_app
 
     env_id = args.env_id
     app = make_app(env_id, max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None,

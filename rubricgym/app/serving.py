@@ -157,7 +157,7 @@ def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int | None = None, 
 
     import uvicorn
 
-    if port is None:
+    if port is None:  # the OS's pick (rubricgym.testing is for tests; the app does not import it)
         with socket.socket() as probe:
             probe.bind((host, 0))
             port = probe.getsockname()[1]
