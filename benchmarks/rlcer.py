@@ -7,7 +7,10 @@ then the reasoner and rubricator trained together, against RLVR on the same seed
    held-out prompts (generator test tasks): format rate, items per rubric, the share of checkable
    items and of rubrics that state the right answer, untrained against cold-started.
 2. Verifier: ``rubricgym sft`` on verifier rows (teacher items and distractors, verdicts decided by
-   program); held-out verdict accuracy as RLCER calls it (constrained decoding), untrained against trained.
+   program; one item per row, as many "yes" as "no" rows per item pattern) of the built-in groups
+   and of groups the cold-started policy played on train tasks (the responses the verifier will
+   judge: the untrained model never boxes an answer); held-out verdict accuracy and balanced
+   accuracy as the bench rows call it (one item per call, verdicts by probability), untrained against trained.
 3. The bench rows (``rubricgym bench`` machinery, Math-v0, the default budget, paired seeds and
    held-out tasks): ``rlvr``; ``rlcer`` (untrained policy and verifier, as the default bench);
    ``rlcer+coldstart``; ``rlcer+coldstart+trained_verifier`` (the full recipe); and
@@ -17,7 +20,8 @@ then the reasoner and rubricator trained together, against RLVR on the same seed
     python benchmarks/rlcer.py --smoke    # minutes, for CI
 
 Ends with ``RESULT rlvr=<a>[lo,hi] rlcer_full=<b>[lo,hi] valid_fraction_full=<v> diff_full=<b-a>[lo,hi]
-valid_fraction_coldstart=<v> diff_oracle=<d>[lo,hi] ...``.
+informative_valid_fraction_full=<v> valid_fraction_coldstart=<v> diff_oracle=<d>[lo,hi] ...`` (valid fractions over
+all groups and over the informative ones, with right and wrong answers: the only groups where an item can be valid).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from rubricgym.app.bench import valid_fractions  # noqa: E402
 from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 from rubricgym.app.stages import stage, work_folder  # noqa: E402
 from rubricgym.app.stats import Interval  # noqa: E402
@@ -47,9 +52,15 @@ ROWS = ("rlvr", "rlvr+coldstart", "rlcer+oracle_verifier:0.9", "rlcer+coldstart+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--coldstart-epochs", type=float, default=0.25, help="passes over the 1,408 rubric-writing rows")
-    parser.add_argument("--verifier-epochs", type=float, default=0.2, help="passes over the 1,408 verifier rows")
+    parser.add_argument("--verifier-steps", type=int, default=80, help="SFT steps of 8 verifier rows")
+    parser.add_argument("--verifier-items-per-call", type=int, default=1,
+                        help="rubric items per verifier row and per call of the trained verifier (its row's "
+                             "verifier_items_per_call; 1: balanced single verdicts)")
     parser.add_argument("--learning-rate", type=float, default=3e-4, help="both SFT stages (LoRA)")
-    parser.add_argument("--probe-rows", type=int, default=32, help="held-out prompts of each stage's measurement")
+    parser.add_argument("--probe-rows", type=int, default=32, help="held-out prompts of the cold start's measurement")
+    parser.add_argument("--verifier-probe-rows", type=int, default=96, help="held-out rows of the verifier's measurement")
+    parser.add_argument("--policy-groups", type=int, default=64,
+                        help="groups of 8 the cold-started policy plays on train tasks, for the verifier's rows (0: none)")
     parser.add_argument("--hint-tasks", type=int, default=48, help="held-out tasks of the hint measurement (0: skip it)")
     parser.add_argument("--results-name", default="rlcer", help="stem of the bench's result files (and <stem>_stages.md)")
     parser.add_argument("--rows", default=",".join(ROWS), help="bench rows to run (rlvr always runs)")
@@ -58,7 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="0", help="comma-separated training seeds (paired)")
     parser.add_argument("--work", default="/tmp/rubricgym-rlcer",
                         help="checkpoints; a stage finished there is reused (delete the folder to retrain)")
-    add_smoke_flag(parser, argv, coldstart_epochs=0.006, verifier_epochs=0.006, probe_rows=2, steps=1, eval_tasks=2, hint_tasks=2,
+    add_smoke_flag(parser, argv, coldstart_epochs=0.006, verifier_steps=1, probe_rows=2, verifier_probe_rows=2, steps=1,
+                   policy_groups=1, eval_tasks=2, hint_tasks=2,
                    rows="rlvr,rlcer+coldstart+trained_verifier,rlcer+oracle_verifier:0.9",
                    work="/tmp/rubricgym-rlcer-smoke")
     return parser.parse_args(argv)
@@ -93,7 +105,7 @@ def probe_rubricator(adapter: str | None, rows: list[dict], references: dict[str
 
 
 def probe_verifier(model: str, rows: list[dict]) -> dict[str, float]:
-    """Verdict accuracy on held-out verifier rows, called as RLCER calls its verifier."""
+    """Verdict accuracy on held-out verifier rows, called as the bench rows call it (by probability)."""
     from rubricgym.judges.rlcer import RubricItem, verify_rollout
     from rubricgym.llm import LLMConfig, make_llm
 
@@ -103,7 +115,8 @@ def probe_verifier(model: str, rows: list[dict]) -> dict[str, float]:
         verdicts = []
         for row in rows:  # one at a time: the in-process model serves one call at a time anyway
             items = [RubricItem(description=d, score=1) for d in row["items"]]
-            verdicts.append(await verify_rollout(llm, row["problem"], row["response"], items, max_fixes=1))
+            verdicts.append(await verify_rollout(llm, row["problem"], row["response"], items, max_fixes=1,
+                                                 scoring="probability"))
         return verdicts
 
     started = time.perf_counter()
@@ -116,17 +129,6 @@ def probe_verifier(model: str, rows: list[dict]) -> dict[str, float]:
     return {"accuracy": sum(v == gold for v, gold in pairs) / max(1, len(pairs)), "balanced_accuracy": (recall_yes + recall_no) / 2,
             "failed_calls": sum(v is None for v in verdicts) / len(rows), "verdicts": len(pairs),
             "seconds_per_call": (time.perf_counter() - started) / len(rows)}
-
-
-def kept_bench(name: str, chosen: list[str], budget: dict) -> dict | None:
-    """The bench rows of an earlier run with the same rows and budget (``<name>.json``), or None."""
-    path = RESULTS / f"{name}.json"
-    if not path.is_file():
-        return None
-    saved = json.loads(path.read_text())
-    same = (all(saved["config"].get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in budget.items())
-            and [r["scheme"] for r in saved["rows"]] == chosen)
-    return {r["scheme"]: r for r in saved["rows"]} if same else None
 
 
 def hint_probe(adapter: str, tasks: int) -> dict:
@@ -172,6 +174,18 @@ def hint_probe(adapter: str, tasks: int) -> dict:
             "difference": stats["hint"].as_dict()["difference"], "example_hint": next((h for h in hints if h), None)}
 
 
+def record_policy_groups(adapter: str, groups: int, out: Path, env_kwargs: dict | None = None) -> dict:
+    """Groups of 8 the cold-started policy plays (sampled; train tasks unless ``env_kwargs`` say otherwise), in ``out``."""
+    from rubricgym.agents.policy import Policy, PolicyConfig
+    from rubricgym.app.judge_data import record_groups
+
+    out.unlink(missing_ok=True)
+    started = time.perf_counter()
+    record_groups("Math-v0", env_kwargs or {}, groups=groups, group_size=8, out=out, seed=1,
+                  policy=Policy(PolicyConfig(max_new_tokens=48, adapter=adapter)))
+    return {"groups": groups, "file": str(out), "minutes": (time.perf_counter() - started) / 60}
+
+
 def sft_stage(rows: list[dict], epochs: float, learning_rate: float, folder: Path) -> dict:
     from rubricgym.agents.policy import Policy
     from rubricgym.agents.sft import SFTConfig, sft
@@ -197,19 +211,36 @@ def main(argv: list[str] | None = None) -> int:
     groups = {split: read_file(groups_path("math", split)) for split in ("train", "test")}
     references = {"train": group_references(groups["train"], "Math-v0", train_kwargs),
                   "test": group_references(groups["test"], *held_out("Math-v0", train_kwargs))}
-    data = {split: (rubricator_rows(groups[split], references[split]), verifier_rows(groups[split], references[split]))
-            for split in ("train", "test")}
-    probe = {role: rows[: args.probe_rows] for role, rows in zip(("rubricator", "verifier"), data["test"])}
+    per_call = args.verifier_items_per_call
+    rubricator = {split: rubricator_rows(groups[split], references[split]) for split in ("train", "test")}
+    probe = {"rubricator": rubricator["test"][: args.probe_rows]}
 
     def trained_and_probed(rows: list[dict], epochs: float, folder: Path, measure) -> dict:
         trained = sft_stage(rows, epochs, args.learning_rate, folder)
         return {**trained, "untrained_probe": measure(None), "probe": measure(trained["checkpoint"])}
 
     coldstart = stage(work / "coldstart", lambda: trained_and_probed(
-        data["train"][0], args.coldstart_epochs, work / "coldstart",
+        rubricator["train"], args.coldstart_epochs, work / "coldstart",
         lambda adapter: probe_rubricator(adapter, probe["rubricator"], references["test"])))
-    verifier = stage(work / "verifier", lambda: trained_and_probed(
-        data["train"][1], args.verifier_epochs, work / "verifier",
+    # the verifier judges the cold-started policy's responses: rows of its own groups (train tasks) join the built-in ones
+    policy_groups = work / "policy-groups.jsonl"
+    if args.policy_groups:
+        stage(work / "policy-groups", lambda: record_policy_groups(coldstart["checkpoint"], args.policy_groups, policy_groups))
+    held_out_id, held_out_kwargs = held_out("Math-v0", train_kwargs)
+    played_test = work / "policy-groups-test.jsonl"
+    if args.policy_groups:  # held-out tasks, for the verifier's measurement only
+        stage(work / "policy-groups-test", lambda: record_policy_groups(coldstart["checkpoint"], max(1, args.policy_groups // 4),
+                                                                        played_test, held_out_kwargs))
+    played = {split: read_file(path) if args.policy_groups else [] for split, path in (("train", policy_groups), ("test", played_test))}
+    verifier_train = verifier_rows(groups["train"] + played["train"],
+                                   {**references["train"], **group_references(played["train"], "Math-v0", train_kwargs)},
+                                   items_per_row=per_call, balance=per_call == 1)
+    probe["verifier"] = verifier_rows(groups["test"] + played["test"],
+                                      {**references["test"], **group_references(played["test"], held_out_id, held_out_kwargs)},
+                                      items_per_row=per_call, balance=per_call == 1)[: args.verifier_probe_rows]
+    verifier_folder = work / f"verifier-items{per_call}-played{args.policy_groups}"
+    verifier = stage(verifier_folder, lambda: trained_and_probed(
+        verifier_train, args.verifier_steps * 8 / len(verifier_train), verifier_folder,
         lambda checkpoint: probe_verifier(f"local:{checkpoint}" if checkpoint else "local", probe["verifier"])))
 
     adapter = coldstart["checkpoint"]
@@ -221,21 +252,25 @@ def main(argv: list[str] | None = None) -> int:
              # verdicts read from the in-process verifier's next-token distribution: the choices greedy
              # constrained decoding makes, at a fraction of its cost (a cold-started policy's rubrics
              # all parse, so every group is verified); "rlcer" keeps the default table's setting
-             "rlcer+coldstart": BenchRow("rlcer+coldstart", "MathRubric-v0", {"verifier_scoring": "probability"}, adapter=adapter),
+             # called as the trained verifier is (the same items per call), so the two rows differ in the weights only
+             "rlcer+coldstart": BenchRow("rlcer+coldstart", "MathRubric-v0",
+                                         {"verifier_scoring": "probability", "verifier_items_per_call": per_call}, adapter=adapter),
              "rlcer+coldstart+trained_verifier": BenchRow(
                  "rlcer+coldstart+trained_verifier", "MathRubric-v0",
-                 {"verifier": f"local:{verifier['checkpoint']}", "verifier_scoring": "probability"}, adapter=adapter),
+                 {"verifier": f"local:{verifier['checkpoint']}", "verifier_scoring": "probability",
+                  "verifier_items_per_call": per_call}, adapter=adapter),
              "rlcer+oracle_verifier:0.9": BenchRow("rlcer+oracle_verifier:0.9", "MathRubric-v0", {"verifier": "oracle:0.9"},
                                                    adapter=adapter)}
     chosen = ["rlvr"] + [name for name in args.rows.split(",") if name != "rlvr"]
     budget = dict(steps=args.steps, eval_tasks=args.eval_tasks, seeds=tuple(int(s) for s in args.seeds.split(",")))
     if args.smoke:
         budget.update(group_size=2, groups_per_step=1, max_new_tokens=8, resamples=200, judge_max_fixes=0)
-    rows = None if args.smoke else kept_bench(args.results_name, chosen, budget)
-    if rows is None:
-        rows = {r["scheme"]: r for r in run_bench(BenchConfig(
-            envs=("Math-v0",), rows=tuple(every[name] for name in chosen), judge="local", results_name=args.results_name,
-            output_dir=str(RESULTS), command="python benchmarks/rlcer.py" + (" --smoke" if args.smoke else ""), **budget))}
+    # rows measured before with the same knobs, start and budget are reused (a bench row costs 4-20 minutes here)
+    reuse = () if args.smoke else tuple(str(p) for p in sorted(RESULTS.glob(f"{args.results_name}*.json")))
+    rows = {r["scheme"]: r for r in run_bench(BenchConfig(
+        envs=("Math-v0",), rows=tuple(every[name] for name in chosen), judge="local", results_name=args.results_name,
+        output_dir=str(RESULTS), command="python benchmarks/rlcer.py" + (" --smoke" if args.smoke else ""), reuse=reuse,
+        **budget))}
     hints = stage(work / "hints", lambda: hint_probe(adapter, args.hint_tasks)) if args.hint_tasks else None
     write_results(args, coldstart, verifier, rows, hints, (time.perf_counter() - started) / 60)
     parts = [f"rlvr={Interval.of(rows['rlvr']['mean']).token()}"]
@@ -246,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             tag = short[name]
             parts += [f"{'rlcer_' if name.startswith('rlcer') else ''}{tag}={Interval.of(row['mean']).token()}",
                       f"valid_fraction_{tag}={row['rubric_valid_fraction'] or 0:.2f}",
+                      f"informative_valid_fraction_{tag}={row.get('rubric_informative_valid_fraction') or 0:.2f}",
                       f"diff_{tag}={Interval.of(row['difference']).token()}", f"tokens_{tag}={row['policy_completion_tokens']}"]
     parts += [f"tokens_rlvr={rows['rlvr']['policy_completion_tokens']}"]
     if hints:
@@ -270,7 +306,9 @@ def write_results(args, coldstart: dict, verifier: dict, rows: dict, hints: dict
     lines += ["", f"Cold-started example: `{trained['example'][:300]}`", "",
               f"## 2. Verifier ({verifier['steps']} SFT steps, {verifier['minutes']:.1f} min; loss "
               f"{verifier['loss_first']:.3f} -> {verifier['loss_last']:.3f})", "",
-              f"Held-out verifier prompts ({args.probe_rows}), as RLCER calls its verifier (constrained decoding):", "",
+              f"Held-out verifier rows ({args.verifier_probe_rows}, {args.verifier_items_per_call} item(s) each"
+              f"{', as many yes as no' if args.verifier_items_per_call == 1 else ''}), called as the bench rows call it "
+              "(verdicts by probability):", "",
               "| verifier | verdict accuracy | balanced accuracy | failed calls | seconds per call |",
               "| --- | ---: | ---: | ---: | ---: |"]
     for name, p in (("untrained (local)", verifier["untrained_probe"]), ("trained", verifier["probe"])):
@@ -278,12 +316,12 @@ def write_results(args, coldstart: dict, verifier: dict, rows: dict, hints: dict
                      f"{p['seconds_per_call']:.1f} |")
     lines += ["", f"## 3. Bench rows (Math-v0, {args.steps} steps, seeds {args.seeds}, {args.eval_tasks} held-out tasks; "
               "paired 95 % intervals over seeds x tasks, * = excludes 0)", "",
-              "| row | held-out after | gain over untrained | difference from rlvr | rubric valid fraction | "
+              "| row | held-out after | gain over untrained | difference from rlvr | rubric valid fraction (all / informative groups) | "
               "verifier calls | policy completion tokens | minutes |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, row in rows.items():
         difference = "(reference)" if name == "rlvr" else Interval.of(row["difference"]).signed()
-        valid = "" if row["rubric_valid_fraction"] is None else f"{row['rubric_valid_fraction']:.2f}"
+        valid = valid_fractions(row)
         lines.append(f"| {name} | {Interval.of(row['mean'])} | {Interval.of(row['gain']).signed()} | {difference} | {valid} | "
                      f"{row['judge_calls']} | {row['policy_completion_tokens']} | {row['minutes']:.1f} |")
     if hints:

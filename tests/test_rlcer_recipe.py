@@ -5,6 +5,7 @@ verifier, and a trained verifier checkpoint used as ``local:<checkpoint>``."""
 import json
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import rubricgym  # noqa: F401
@@ -183,3 +184,89 @@ def test_probability_verdicts_are_the_constrained_greedy_choices():
             frame += ("yes" if verdict else "no") + '", "'
     assert compared >= 2
     assert verifier.usage.completion_tokens >= 2 * len(items)
+
+
+def test_single_item_verifier_rows_are_balanced():
+    """One item per row (as a small verifier is called), as many "yes" rows as "no" rows, each verdict the program's."""
+    groups = [hand_made_group(), {**hand_made_group(), "task_id": "t2"}]
+    rows = verifier_rows(groups, {"t1": "5", "t2": "5"}, seed=1, items_per_row=1, balance=True)
+    verdicts = [json.loads(r["completion"][0]["content"])["satisfied"] for r in rows]
+    assert all(len(v) == 1 == len(r["items"]) for v, r in zip(verdicts, rows))
+    assert [v[0] for v in verdicts].count("yes") == [v[0] for v in verdicts].count("no") > 0
+    assert all(v[0] == ("yes" if item_truth(r["items"][0], r["response"]) else "no") for v, r in zip(verdicts, rows))
+    unbalanced = verifier_rows(groups, {"t1": "5", "t2": "5"}, seed=1, items_per_row=2)
+    assert all(1 <= len(r["items"]) <= 2 for r in unbalanced)
+    assert sum(len(r["items"]) for r in unbalanced) == sum(len(r["items"]) for r in verifier_rows(groups, {"t1": "5", "t2": "5"}))
+    with pytest.raises(ValueError, match="balance needs items_per_row=1"):
+        verifier_rows(groups, {"t1": "5", "t2": "5"}, balance=True)
+    with pytest.raises(ValueError, match="at least 1"):
+        verifier_rows(groups, {"t1": "5", "t2": "5"}, items_per_row=0)
+
+
+def test_verifier_items_per_call_splits_a_groups_items():
+    """Every distinct item on every distinct response, in calls of at most ``items_per_call`` items."""
+    from judges import scripted_judge
+
+    from rubricgym.judges.rlcer import RubricConfig, RubricScorer, RubricSet, fill_satisfaction
+
+    def reply(messages, i):  # satisfied when the quoted text is in the response: the program's verdicts
+        task = messages[-1]["content"]
+        response = task.split("Response:\n", 1)[1].split("\n\nRubric items:", 1)[0]
+        items = task.split("Rubric items:\n", 1)[1].splitlines()
+        return json.dumps({"satisfied": ["yes" if item_truth(line.split(". ", 1)[1], response) else "no" for line in items]})
+
+    verifier, backend = scripted_judge(reply)
+    items = [RubricItem(description=f'The response contains "{text}"', score=1) for text in ("5", "6", "2 + 3")]
+    sets = [RubricSet(items=items[:2], format_ok=True), RubricSet(items=items[1:], format_ok=True)]
+    cots = ["2 + 3 = 5", "2 + 3 = 6", "2 + 3 = 5"]
+    assert run_sync(fill_satisfaction(sets, "What is 2 + 3?", cots, verifier, items_per_call=1)) == 0
+    assert len(backend.requests) == 3 * 2  # three distinct items on two distinct responses, one item a call
+    assert sets[0].satisfaction.tolist() == [[1, 0, 1], [0, 1, 0]] and sets[1].satisfaction.tolist() == [[0, 1, 0], [1, 1, 1]]
+    with pytest.raises(ValueError, match="verifier_items_per_call must be at least 1"):
+        RubricScorer(RubricConfig(verifier="oracle:1.0", verifier_items_per_call=0))
+
+
+def test_informative_valid_fraction_skips_degenerate_groups():
+    """Validity is decidable only where correctness varies: an all-right group has no informative fraction."""
+    from rubricgym.judges.rlcer import RubricSet, rlcer_rewards
+
+    item = RubricItem(description='The response contains "5"', score=1)
+    tracking = RubricSet(items=[item], format_ok=True, satisfaction=np.array([[1, 0, 1, 0]]))
+    mixed = rlcer_rewards([tracking], [True, False, True, False], [1, 0, 1, 0])
+    assert mixed.stats["valid_fraction"] == mixed.stats["informative_valid_fraction"] == 1.0
+    every = RubricSet(items=[item], format_ok=True, satisfaction=np.array([[1, 1, 1, 1]]))
+    all_right = rlcer_rewards([every], [True] * 4, [1] * 4)
+    assert all_right.degenerate and all_right.stats["valid_fraction"] == 0.0
+    assert "informative_valid_fraction" not in all_right.stats
+
+
+def test_bench_reuses_rows_measured_with_the_same_knobs_and_budget(tmp_path, capsys):
+    """Rows of an earlier run's JSON are taken when their env, knobs, start and budget match; the
+    table is rewritten with intervals recomputed over the rows of this run."""
+    from rubricgym.app.bench import _reusable, _saved_rows, run_bench
+
+    rows = (BenchRow("rlvr", "Math-v0"), BenchRow("rlcer+oracle", "MathRubric-v0", {"verifier": "oracle:0.9"}, adapter="ck"))
+    config = BenchConfig(envs=("Math-v0",), rows=rows, judge="oracle:1.0", steps=2, eval_tasks=4, resamples=100)
+    budget = {f"budget_{k}": v for k, v in config.budget("Math-v0").items()}
+    earlier = [{"suite": "Math-v0", "scheme": r.name, "env": r.env_id, "knobs": r.knobs, "adapter": r.adapter, **budget,
+                "seeds": [0], "held_out_before": 0.25, "held_out_after": after, "held_out_after_per_seed": [after],
+                "mean_train_reward": 0.0, "mean_train_accuracy": 0.5, "policy_completion_tokens": 10,
+                "judge_failed_groups": 0, "rubric_valid_fraction": None, "judge_calls": 0, "judge_prompt_tokens": 0,
+                "judge_completion_tokens": 0, "judge_failures": 0, "minutes": 1.0,
+                "solved": [solved], "before_solved": [1, 0, 0, 0]}
+               for r, after, solved in zip(rows, (0.5, 1.0), ([1, 1, 0, 0], [1, 1, 1, 1]))]
+    saved_file = tmp_path / "earlier.json"
+    saved_file.write_text(json.dumps({"config": {"steps": 2, "eval_tasks": 4, "seeds": [0], "judge": "oracle:1.0"},
+                                      "rows": earlier, "curves": {}}))
+    reuse = BenchConfig(**{**config.__dict__, "reuse": (str(saved_file),), "output_dir": str(tmp_path), "results_name": "again"})
+    saved = _saved_rows(reuse)
+    assert _reusable(saved, "Math-v0", rows[1], reuse) is not None
+    assert _reusable(saved, "Math-v0", BenchRow("rlcer+oracle", "MathRubric-v0", {"verifier": "oracle:0.8"}, adapter="ck"),
+                     reuse) is None  # other knobs
+    assert _reusable(saved, "Math-v0", BenchRow("rlcer+oracle", "MathRubric-v0", {"verifier": "oracle:0.9"}), reuse) is None
+    assert not _saved_rows(BenchConfig(**{**reuse.__dict__, "steps": 3}))  # another budget: nothing is reused
+    result = run_bench(reuse)  # every row reused: nothing trains
+    assert "reused from an earlier run" in capsys.readouterr().out
+    assert [r["scheme"] for r in result] == ["rlvr", "rlcer+oracle"] and all(r["reused"] for r in result)
+    assert result[1]["difference"]["mean"] == pytest.approx(0.5) and result[1]["gain"]["mean"] == pytest.approx(0.75)
+    assert (tmp_path / "again.md").is_file() and "rlcer+oracle" in (tmp_path / "again.md").read_text()

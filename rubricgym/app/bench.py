@@ -132,6 +132,10 @@ class BenchConfig:
     rows: tuple[BenchRow, ...] = ()
     """Explicit rows for a one-family run (``benchmarks/rlcer.py``), the reference first, instead of
     the family's registered rows."""
+    reuse: tuple[str, ...] = ()
+    """Result JSON files of earlier runs (``<stem>.json``): a row measured there with the same name,
+    env, knobs, start, judge and budget is taken as it is (its held-out results and curves), not
+    trained again; the intervals are recomputed with this run's rows."""
 
     def __post_init__(self):
         RulerConfig(scoring=self.judge_scoring)  # RULER's own check, before the reference spends minutes
@@ -230,9 +234,35 @@ def _train_scheme(env_id: str, row: BenchRow, seed: int, config: BenchConfig, ba
     return history, trainer.policy, _judge_usage(judge if judged else None), before, (time.perf_counter() - started) / 60
 
 
+def _saved_rows(config: BenchConfig) -> dict[tuple[str, str], tuple[dict[str, Any], dict[str, list[float]]]]:
+    """The reusable rows of ``config.reuse``: (suite, scheme) -> (row, curves), from runs with this
+    run's steps, seeds, held-out tasks and judge (the rest is matched row by row)."""
+    saved = {}
+    for path in config.reuse:
+        data = json.loads(Path(path).read_text())
+        earlier = data.get("config", {})
+        if (earlier.get("steps"), earlier.get("eval_tasks"), list(earlier.get("seeds") or []), str(earlier.get("judge"))) != (
+                config.steps, config.eval_tasks, list(config.seeds), str(getattr(config.judge, "name", config.judge))):
+            continue
+        for row in data.get("rows", []):
+            saved[row["suite"], row["scheme"]] = (row, data.get("curves", {}).get(f"{row['suite']}:{row['scheme']}", {}))
+    return saved
+
+
+def _reusable(saved: dict, env_id: str, row: BenchRow, config: BenchConfig) -> tuple[dict[str, Any], dict] | None:
+    found = saved.get((env_id, row.name))
+    if found is None:
+        return None
+    earlier = found[0]
+    same = (earlier["env"] == row.env_id and earlier["knobs"] == row.knobs and earlier.get("adapter") == row.adapter
+            and all(earlier.get(f"budget_{k}") == v for k, v in config.budget(env_id).items()))
+    return found if same else None
+
+
 def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]]:
     if not config.seeds:
         raise ValueError("the bench needs at least one seed")
+    saved = _saved_rows(config)
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[str, list[float]]] = {}
     backend = make_llm(config.judge, api_base=config.api_base).backend
@@ -242,8 +272,27 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
         solved: dict[str, list[list[bool]]] = {}
         env_rows = []
         selected = _selected(config, env_id)
+
+        def publish() -> None:
+            # after every row, the rows so far with their intervals: a later failure keeps what was measured
+            stats = paired_bootstrap(solved, reference=selected[0].name, before=before, resamples=config.resamples)
+            for done in env_rows:
+                done.update(stats[done["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[done["scheme"]]],
+                            before_solved=[int(x) for x in before], reference=selected[0].name)
+            write_results(rows + env_rows, curves, config)
+
         for bench_row in selected:
             name = bench_row.name
+            reused = _reusable(saved, env_id, bench_row, config)
+            if reused is not None:
+                earlier, curves[f"{env_id}:{name}"] = reused
+                solved[name] = [[bool(x) for x in s] for s in earlier["solved"]]
+                before = [bool(x) for x in earlier["before_solved"]] if before is None else before
+                env_rows.append({**earlier, "reused": True})
+                if progress:
+                    print(f"{env_id}:{name:<22} reused from an earlier run ({earlier['minutes']:.1f} min then)", flush=True)
+                publish()
+                continue
             histories, usages, minutes = [], [], 0.0
             solved[name] = []
             for seed in config.seeds:
@@ -258,7 +307,8 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                 usages.append(usage)
             flat = [h for history in histories for h in history]
             rubric_valid = [h["rubric_valid_fraction"] for h in flat if "rubric_valid_fraction" in h]
-            row = {"suite": env_id, "scheme": name, "env": bench_row.env_id, "knobs": bench_row.knobs,
+            informative = [h["rubric_informative_valid_fraction"] for h in flat if "rubric_informative_valid_fraction" in h]
+            row = {"suite": env_id, "scheme": name, "env": bench_row.env_id, "knobs": bench_row.knobs, "adapter": bench_row.adapter,
                    "seeds": list(config.seeds), **{f"budget_{k}": v for k, v in config.budget(env_id).items()},
                    "held_out_before": float(np.mean(before)), "held_out_after": float(np.mean(solved[name])),
                    "held_out_after_per_seed": [float(np.mean(s)) for s in solved[name]],
@@ -267,6 +317,8 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                    "policy_completion_tokens": int(sum(h["completion_tokens"] for h in flat)),
                    "judge_failed_groups": int(sum(h["judge_failed_groups"] for h in flat)),
                    "rubric_valid_fraction": float(np.mean(rubric_valid)) if rubric_valid else None,
+                   # of the groups with right and wrong answers, where validity is decidable
+                   "rubric_informative_valid_fraction": float(np.mean(informative)) if informative else None,
                    **{key: sum(u[key] for u in usages) for key in usages[0]},
                    "minutes": minutes}
             env_rows.append(row)
@@ -279,12 +331,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                 print(f"{key:<28} held-out {row['held_out_before']:.3f} -> {row['held_out_after']:.3f}  "
                       f"train reward {row['mean_train_reward']:+.3f}  judge calls {row['judge_calls']} "
                       f"(failed groups {row['judge_failed_groups']})  {row['minutes']:.1f} min", flush=True)
-            # after every row, the rows so far with their intervals: a later failure keeps what was measured
-            stats = paired_bootstrap(solved, reference=selected[0].name, before=before, resamples=config.resamples)
-            for done in env_rows:
-                done.update(stats[done["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[done["scheme"]]],
-                            before_solved=[int(x) for x in before], reference=selected[0].name)
-            write_results(rows + env_rows, curves, config)
+            publish()
         rows += env_rows
     return rows
 
@@ -306,14 +353,24 @@ def _interval(value: dict[str, Any] | None, signed: bool = False) -> str:
     return f"{value['mean']:+.3f} [{value['low']:+.2f}, {value['high']:+.2f}]{' *' if value['significant'] else ''}"
 
 
+def valid_fractions(row: dict[str, Any]) -> str:
+    """A row's rubric valid fraction over all groups and over the informative ones (some right, some
+    wrong: the only groups where an item can track correctness); empty without rubrics."""
+    if row.get("rubric_valid_fraction") is None:
+        return ""
+    informative = row.get("rubric_informative_valid_fraction")
+    return f"{row['rubric_valid_fraction']:.2f} / " + ("-" if informative is None else f"{informative:.2f}")
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """The bench table: held-out numbers with paired 95 % intervals (* = excludes 0), then costs."""
     lines = ["| suite | scheme | held-out before | held-out after [95 % CI] | gain over before | difference from reference "
              "| mean training reward | mean training success | judge calls (failed groups) "
-             "| judge prompt / completion tokens | rubric valid fraction | policy completion tokens | minutes |",
+             "| judge prompt / completion tokens | rubric valid fraction (all / informative groups) | policy completion tokens "
+             "| minutes |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        valid = "" if r.get("rubric_valid_fraction") is None else f"{r['rubric_valid_fraction']:.2f}"
+        valid = valid_fractions(r)
         difference = f"(reference: {r['scheme']})" if r.get("difference") is None else _interval(r["difference"], True)
         lines.append(f"| {r['suite']} | {r['scheme']} | {r['held_out_before']:.3f} | {_interval(r.get('mean'))} | "
                      f"{_interval(r.get('gain'), True)} | {difference} | "
@@ -339,7 +396,7 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
                                                ("accuracy", "training success (verified, same scale)")]):
             ax = axes[row][column]
             for key, values in curves.items():
-                if key.startswith(suite + ":"):
+                if key.startswith(suite + ":") and metric in values:  # a reused row may come without curves
                     ax.plot(range(1, len(values[metric]) + 1), values[metric], marker="o", label=key.split(":", 1)[1])
             ax.set_title(f"{suite}: {label}", fontsize=10)
             ax.set_xlabel("step")

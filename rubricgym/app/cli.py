@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -303,7 +304,9 @@ def cmd_rubric_data(args: argparse.Namespace) -> int:
     references = group_references(rows, env_id, kwargs)
     out = Path(args.output)
     written = {"rubricator": write_rows(rubricator_rows(rows, references, args.answer_format), out / "rubricator.jsonl"),
-               "verifier": write_rows(verifier_rows(rows, references, args.answer_format, args.seed), out / "verifier.jsonl")}
+               "verifier": write_rows(verifier_rows(rows, references, args.answer_format, args.seed,
+                                                      items_per_row=args.verifier_items_per_row or None,
+                                                      balance=args.verifier_items_per_row == 1), out / "verifier.jsonl")}
     for role, file in written.items():
         print(f"{role}: {sum(1 for _ in file.open())} rows -> {file}")
     print(f"cold start: rubricgym sft --data {written['rubricator']} --output-dir <dir>; "
@@ -379,6 +382,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_judge_proxy(args: argparse.Namespace) -> int:
+    """Write the LiteLLM proxy config from the judge settings and serve it until interrupted."""
+    from rubricgym.app.judge_proxy import ProxyConfig, ensure_master_key, install_proxy, proxy_command, write_proxy_config
+
+    if args.install:
+        print(f"LiteLLM proxy: {install_proxy()}")
+        if not args.judge:
+            return 0
+    config = config_from_args(ProxyConfig, args, args.proxy_flags, model=args.judge or "")
+    path = write_proxy_config(config, args.config_out)
+    command = proxy_command(path, config)
+    key, made = ensure_master_key(config)
+    print(f"judge proxy config: {path}\nevery judge setting: --judge proxy:http://{config.host}:{config.port} "
+          f"with {config.master_key_env} set in the client's environment"
+          + (f" (made for this proxy: export {config.master_key_env}={key})" if made else "")
+          + f"\n$ {' '.join(command)}", flush=True)
+    if args.print_only:
+        print(path.read_text())
+        return 0
+    os.execv(command[0], command)  # the proxy gets the signals (Ctrl-C stops it)
+    return 0  # not reached
+
+
 def _add_env_flags(p: argparse.ArgumentParser, env_help: str = "a registered id (`rubricgym envs`)") -> None:
     from rubricgym.app.flags import json_object
 
@@ -395,6 +421,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from rubricgym.agents.train import TrainConfig
     from rubricgym.agents.sft import SFTConfig
     from rubricgym.app.bench import BenchConfig
+    from rubricgym.app.judge_proxy import ProxyConfig
     from rubricgym.app.flags import json_object
     from rubricgym.app.judge_training import JudgeTrainingConfig
     from rubricgym.judges.ruler import RulerConfig
@@ -421,6 +448,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--max-message-mb", type=float, default=16.0, help="larger WebSocket messages are refused")
     p.add_argument("--log-level", default="warning")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("judge-proxy", help="serve the judge through LiteLLM's proxy: one rate limit and cache for "
+                                           "every rank and node (--judge proxy:<url> points clients at it)",
+                       formatter_class=formatter)
+    p.add_argument("--judge", default="", help="the judge model (a LiteLLM model string)")
+    p.add_argument("--config-out", default="runs/judge-proxy.yaml", help="where the proxy's config is written")
+    p.add_argument("--install", action="store_true", help="make the proxy's own virtualenv first (litellm[proxy], pinned)")
+    p.add_argument("--print-only", action="store_true", help="write and print the config, do not start the proxy")
+    p.set_defaults(func=cmd_judge_proxy, proxy_flags=add_config_flags(p, ProxyConfig, skip=("model",)))
 
     p = sub.add_parser("baseline", help="run scripted baseline policies on Math-v0 (built-in data) and print accuracy")
     p.add_argument("--policy", default="calculator,estimate", help="comma-separated: calculator, estimate",
@@ -503,6 +539,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                    "the family's held-out tasks")
     p.add_argument("--answer-format", default="\\boxed{{{}}}", help="how the family's final answer is written")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--verifier-items-per-row", type=int, default=0,
+                   help="rubric items per verifier row (0: all of a response's items in one row; 1: one verdict a row, "
+                        "as many yes as no rows); a verifier trained on 1 is called with the env knob verifier_items_per_call=1")
     p.add_argument("-o", "--output", required=True, help="folder for rubricator.jsonl and verifier.jsonl")
     p.set_defaults(func=cmd_rubric_data)
 

@@ -100,9 +100,20 @@ def _distractors(reference: str, response: str, answer_format: str, rng: random.
 
 
 def verifier_rows(rows: Iterable[dict[str, Any]], references: dict[str, str], answer_format: str = "\\boxed{{{}}}",
-                  seed: int = 0, system: str = VERIFIER_SYSTEM, user: str = VERIFIER_USER) -> list[dict[str, Any]]:
-    """One row per distinct recorded response: teacher items and distractors, shuffled, with the
-    program's verdicts as the reply."""
+                  seed: int = 0, system: str = VERIFIER_SYSTEM, user: str = VERIFIER_USER,
+                  items_per_row: int | None = None, balance: bool = False) -> list[dict[str, Any]]:
+    """Rows per distinct recorded response: teacher items and distractors, shuffled, with the
+    program's verdicts as the reply; all of a response's items in one row, or ``items_per_row``
+    per row (a verifier called with ``verifier_items_per_call`` items is trained on as many).
+    ``balance`` (one item per row) keeps as many "no" rows as "yes" rows within each item pattern
+    (the description with its digits masked: ``The response contains "\\boxed{#}"``), dropping the
+    surplus at random: overall about three in four single verdicts are "no", and within a pattern it
+    can be all of them (an untrained model never boxes its answer), so a verifier trained on raw
+    rows learns to answer from the pattern alone."""
+    if balance and items_per_row != 1:
+        raise ValueError("balance needs items_per_row=1 (a row of several items has no single verdict)")
+    if items_per_row is not None and items_per_row < 1:
+        raise ValueError(f"items_per_row must be at least 1, got {items_per_row}")
     rng = random.Random(seed)
     out = []
     for row in rows:
@@ -111,13 +122,32 @@ def verifier_rows(rows: Iterable[dict[str, Any]], references: dict[str, str], an
         for response in responses:
             items = reference_rubric(problem, reference, answer_format) + _distractors(reference, response, answer_format, rng)
             rng.shuffle(items)
-            verdicts = ["yes" if item_truth(str(item["description"]), response) else "no" for item in items]
-            prompt = verifier_messages(problem, response, [RubricItem(**item) for item in items], system, user)
-            # the parts of the prompt ride along (TRL ignores extra columns): a probe calls the verifier with them
-            out.append({"prompt": prompt, "completion": _completion(json.dumps({"satisfied": verdicts})),
-                        "task_id": str(row["task_id"]), "problem": problem, "response": response,
-                        "items": [str(item["description"]) for item in items]})
+            size = items_per_row or len(items)
+            for chunk in (items[start:start + size] for start in range(0, len(items), size)):
+                verdicts = ["yes" if item_truth(str(item["description"]), response) else "no" for item in chunk]
+                prompt = verifier_messages(problem, response, [RubricItem(**item) for item in chunk], system, user)
+                # the parts of the prompt ride along (TRL ignores extra columns): a probe calls the verifier with them
+                out.append({"prompt": prompt, "completion": _completion(json.dumps({"satisfied": verdicts})),
+                            "task_id": str(row["task_id"]), "problem": problem, "response": response,
+                            "items": [str(item["description"]) for item in chunk]})
+    if balance:
+        by_side: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in out:
+            side = json.loads(row["completion"][0]["content"])["satisfied"][0]
+            by_side.setdefault((item_pattern(row["items"][0]), side), []).append(row)
+        out = []
+        for pattern in sorted({pattern for pattern, _ in by_side}):
+            yes, no = by_side.get((pattern, "yes"), []), by_side.get((pattern, "no"), [])
+            keep = min(len(yes), len(no))
+            out += rng.sample(yes, keep) + rng.sample(no, keep)
+    if items_per_row is not None:
+        rng.shuffle(out)  # a response's rows apart, so a batch mixes responses and verdicts
     return out
+
+
+def item_pattern(description: str) -> str:
+    """A rubric item's pattern: its digits masked (``... "6 + 7 = 13"`` -> ``... "# + # = #"``)."""
+    return _NUMBER.sub("#", description)
 
 
 def write_rows(rows: list[dict[str, Any]], path: str | Path) -> Path:

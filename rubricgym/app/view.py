@@ -20,7 +20,9 @@ from typing import Any
 CURVES = (("reward", "training reward"), ("train_accuracy", "training success"), ("eval_accuracy", "held-out accuracy"),
           ("approx_kl", "approx. KL"), ("entropy", "entropy"), ("clip_fraction", "clip fraction"),
           # RLCER's diagnostics (rubric runs only)
-          ("rubric_valid_fraction", "rubric valid fraction"), ("rubric_items_per_rubric", "items per rubric"),
+          ("rubric_valid_fraction", "rubric valid fraction"),
+          ("rubric_informative_valid_fraction", "valid fraction, informative groups"),
+          ("rubric_items_per_rubric", "items per rubric"),
           ("rubric_degenerate", "degenerate groups"), ("rubric_cot_correct_corr", "CoT reward vs correctness"))
 
 

@@ -216,6 +216,10 @@ def rlcer_rewards(rubric_sets: Sequence[RubricSet], correct: Sequence[bool], out
         "degenerate": float(degenerate),
         "unverified_fraction": float(np.mean(checks < 0)) if checks.size else 0.0,
     }
+    if not degenerate and len(all_valid):
+        # validity is only decidable where correctness varies: a group all right (or all wrong) has
+        # no valid item whatever its rubrics say, so a strong policy's valid fraction falls with its errors
+        stats["informative_valid_fraction"] = float(all_valid.mean())
     cot_correct = phi_correlation(cot, correct)
     if np.isfinite(cot_correct):  # does the rubric reward track what it stands for? (undefined if either is constant)
         stats["cot_correct_corr"] = cot_correct
@@ -417,17 +421,22 @@ class RubricConfig:
     """How the verifier's verdicts are read: ``sampled`` (it writes the JSON reply; any verifier)
     or ``probability`` (the in-process verifier: each "yes" / "no" from its next-token distribution
     in the reply's fixed frame, the choice greedy constrained decoding makes, at a fraction of its cost)."""
+    verifier_items_per_call: int = ITEMS_PER_CALL
+    """Distinct rubric items decided in one verifier call (a group's items are verified together).
+    A large verifier answers a dozen at once; a small trained one is more reliable one item per call
+    (train it on rows of as many items: ``rubricgym rubric-data --verifier-items-per-row``)."""
     verifier_system: str = VERIFIER_SYSTEM
     """The verifier's instructions."""
     verifier_user: str = VERIFIER_USER
     """The verifier's request; ``{problem}``, ``{cot}`` and ``{items}`` are filled in."""
 
 
-DIAGNOSTICS = ("valid_fraction", "mean_valid_corr", "mean_cot_reward", "num_items", "items_per_rubric", "format_rate",
+DIAGNOSTICS = ("valid_fraction", "informative_valid_fraction", "mean_valid_corr", "mean_cot_reward", "num_items", "items_per_rubric", "format_rate",
                "degenerate", "cot_correct_corr", "unverified_fraction")
 """The per-group statistics every training step logs as ``rubric_<name>`` (averaged over its
 groups; ``rubric_degenerate`` is the share of groups all right or all wrong, ``rubric_cot_correct_corr``
-the correlation of the chain-of-thought reward with correctness, over the groups where it is defined)."""
+the correlation of the chain-of-thought reward with correctness and ``rubric_informative_valid_fraction``
+the valid fraction of the groups that are not degenerate, each over the groups where it is defined)."""
 
 
 class RubricScorer:
@@ -448,6 +457,8 @@ class RubricScorer:
                          else make_llm(config.verifier, api_base=config.api_base))
         if config.verifier_scoring not in ("sampled", "probability"):
             raise ValueError(f"verifier_scoring must be 'sampled' or 'probability', got {config.verifier_scoring!r}")
+        if config.verifier_items_per_call < 1:
+            raise ValueError(f"verifier_items_per_call must be at least 1, got {config.verifier_items_per_call}")
         if config.verifier_scoring == "probability" and not hasattr(getattr(self.verifier, "backend", None), "choose_sequence"):
             raise ValueError("verifier_scoring='probability' needs the in-process verifier ('local' or 'local:<checkpoint>')")
         self.policy_rubricator = isinstance(config.rubricator, str) and config.rubricator == "policy"
@@ -475,7 +486,8 @@ class RubricScorer:
                                                           cfg.rubricator_system, cfg.rubricator_user) for a in authors))
             rubric_sets = [r for r, _ in written]
         failures = await fill_satisfaction(rubric_sets, problem, cots, self.verifier, cfg.max_fixes,
-                                           cfg.verifier_system, cfg.verifier_user, scoring=cfg.verifier_scoring)
+                                           cfg.verifier_system, cfg.verifier_user, cfg.verifier_items_per_call,
+                                           scoring=cfg.verifier_scoring)
         correct = [bool(m.episode.correct) for m in members]
         result = rlcer_rewards(rubric_sets, correct, [m.env_reward for m in members], cfg.alpha, cfg.signed_validity)
         result.stats["verifier_failures"] = float(failures)

@@ -373,7 +373,8 @@ def make_llm(model: str | LLM | ChatBackend, *, api_base: str | None = None, api
     """Build a client from a LiteLLM model string, ``"local"`` (in-process default model), or a backend.
 
     ``api_base`` points LiteLLM at a local OpenAI-compatible server (vLLM, llama.cpp): use the
-    ``openai/<name>`` model string with it.
+    ``openai/<name>`` model string with it. ``proxy:<url>`` is a ``rubricgym judge-proxy`` (LiteLLM's
+    proxy: one rate limit and cache for every process that judges through it).
     """
     if isinstance(model, LLM):
         return model
@@ -385,4 +386,12 @@ def make_llm(model: str | LLM | ChatBackend, *, api_base: str | None = None, api
         return LLM(TransformersBackend(model.removeprefix("local").removeprefix(":") or None, **backend_kwargs), config)
     from .backends import LiteLLMBackend
 
+    if model.startswith("proxy:"):  # `rubricgym judge-proxy`: LiteLLM's proxy serves the judge as "judge"
+        url = model.removeprefix("proxy:").rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"a judge proxy is proxy:<http(s) URL>, got {model!r}")
+        key = api_key or os.environ.get("LITELLM_MASTER_KEY")
+        if not key:
+            raise ValueError(f"{model}: set LITELLM_MASTER_KEY to the proxy's key (rubricgym judge-proxy prints it)")
+        return LLM(LiteLLMBackend("openai/judge", api_base=url, api_key=key, **backend_kwargs), config)
     return LLM(LiteLLMBackend(model, api_base=api_base, api_key=api_key, **backend_kwargs), config)

@@ -158,7 +158,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextmanager
-def server_process(command: list[str], health_url: str, cwd: str | None = None, start_timeout_s: float = 120.0) -> Iterator[Any]:
+def server_process(command: list[str], health_url: str, cwd: str | None = None, start_timeout_s: float = 120.0,
+                   env: dict[str, str] | None = None) -> Iterator[Any]:
     """Run a server command until ``health_url`` answers 200, yield the process, stop it after
     (``rubricgym serve``, an OpenEnv example, a LiteLLM proxy). A server that exits or stays
     silent past ``start_timeout_s`` is an error with the end of its output.
@@ -176,7 +177,7 @@ def server_process(command: list[str], health_url: str, cwd: str | None = None, 
     import urllib.request
 
     log = tempfile.TemporaryFile()
-    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + start_timeout_s
     try:
         while True:
