@@ -164,10 +164,16 @@ def proxy_command(config_path: str | Path, config: ProxyConfig, executable: str 
 
 
 def install_proxy(venv: Path = PROXY_VENV) -> Path:
-    """Make the proxy's own virtualenv (idempotent); returns its ``litellm`` executable."""
+    """Make the proxy's own virtualenv (idempotent); returns its ``litellm`` executable. An install
+    already running (another process holding ``<venv>.lock``, as CI's early one does) is waited for."""
+    import fcntl
+
     executable = venv / "bin" / "litellm"
-    if not executable.is_file():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"litellm[proxy]=={LITELLM_PROXY_VERSION}"],
-                       check=True, timeout=1800)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.with_name(venv.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not executable.is_file():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
+            subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"litellm[proxy]=={LITELLM_PROXY_VERSION}"],
+                           check=True, timeout=1800)
     return executable
