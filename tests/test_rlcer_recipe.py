@@ -142,6 +142,17 @@ def test_verifier_checkpoint_round_trip(tmp_path, capsys):
              RubricItem(description='The response contains "7"', score=1)]
     verdicts = run_sync(verify_rollout(verifier, "What is 2 + 3?", "2 + 3 = 5. \\boxed{5}", items, max_fixes=1))
     assert verdicts is not None and len(verdicts) == 2 and all(isinstance(v, bool) for v in verdicts)
+    # the checkpoint plays groups of its own (judge-data --adapter), which join the built-in ones as verifier rows
+    played = tmp_path / "played.jsonl"
+    assert cli_main(["judge-data", "--env", "Math-v0", "--adapter", str(checkpoint), "--groups", "1", "--group-size", "2",
+                     "--max-new-tokens", "8", "-o", str(played)]) == 0
+    (group,) = [json.loads(line) for line in played.open()]
+    assert cli_main(["rubric-data", "--groups", f"math,{played}", "--verifier-items-per-row", "1", "-o", str(tmp_path / "single")]) == 0
+    single = [json.loads(line) for line in (tmp_path / "single" / "verifier.jsonl").open()]
+    sides = [json.loads(r["completion"][0]["content"])["satisfied"] for r in single]
+    assert all(len(v) == 1 for v in sides) and [v[0] for v in sides].count("yes") == [v[0] for v in sides].count("no")
+    assert sum(1 for line in (tmp_path / "single" / "rubricator.jsonl").open()) >= 1408 + 1  # the played group's rows joined
+    assert group["task_id"] in {json.loads(line)["task_id"] for line in (tmp_path / "single" / "rubricator.jsonl").open()}
 
 
 def test_probability_verdicts_need_the_in_process_verifier():

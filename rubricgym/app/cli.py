@@ -283,8 +283,13 @@ def cmd_judge_data(args: argparse.Namespace) -> int:
     kwargs = args.env_kwargs or {}
     if args.split == "test":  # the family's held-out tasks (the base env, no judge)
         env_id, kwargs = held_out(env_id, kwargs)
+    policy = None
+    if args.adapter:  # a cold-started or trained policy's own answers (a verifier learns the responses it will judge)
+        from rubricgym.agents.policy import Policy, PolicyConfig
+
+        policy = Policy(PolicyConfig(adapter=args.adapter, **({"max_new_tokens": args.max_new_tokens} if args.max_new_tokens else {})))
     path = record_groups(env_id, kwargs, groups=args.groups, group_size=args.group_size, out=args.output, seed=args.seed,
-                         max_new_tokens=args.max_new_tokens)
+                         max_new_tokens=args.max_new_tokens, policy=policy)
     print(f"appended {args.groups} groups of {args.group_size} to {path} (train a judge on them: "
           f"rubricgym train-judge --groups {path} --eval-groups <held-out groups>)")
     return 0
@@ -300,7 +305,7 @@ def cmd_rubric_data(args: argparse.Namespace) -> int:
     kwargs = training_kwargs(env_id, args.env_kwargs or {})
     if args.split == "test":
         env_id, kwargs = held_out(env_id, kwargs)
-    rows = read_file(groups_path(args.groups, args.split))
+    rows = [row for name in args.groups.split(",") for row in read_file(groups_path(name, args.split))]
     references = group_references(rows, env_id, kwargs)
     out = Path(args.output)
     written = {"rubricator": write_rows(rubricator_rows(rows, references, args.answer_format), out / "rubricator.jsonl"),
@@ -520,6 +525,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--groups", type=int, default=64)
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=None, help="reply budget (default: the policy's)")
+    p.add_argument("--adapter", default=None, help="play with this checkpoint's LoRA weights (default: the untrained model)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", required=True, help="the groups.jsonl file to append to")
     p.set_defaults(func=cmd_judge_data)
@@ -534,7 +540,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("rubric-data", help="RLCER cold-start rows (rubric writing and verification, labelled by the "
                        "reference teacher) from recorded groups", formatter_class=formatter)
     _add_env_flags(p, "the id that recorded the groups (its reference answers label the rows)")
-    p.add_argument("--groups", default="math", help="a groups.jsonl file (rubricgym judge-data), or 'math' (built-in)")
+    p.add_argument("--groups", default="math", help="groups.jsonl files (rubricgym judge-data), comma-separated, or 'math' "
+                                                     "(built-in)")
     p.add_argument("--split", default="train", choices=["train", "test"], help="built-in groups' split; test: "
                    "the family's held-out tasks")
     p.add_argument("--answer-format", default="\\boxed{{{}}}", help="how the family's final answer is written")
