@@ -68,7 +68,8 @@ def test_proxy_judge_strings(monkeypatch):
 def test_judge_proxy_cli_writes_the_config(tmp_path, capsys, monkeypatch):
     from rubricgym.app.cli import main
 
-    monkeypatch.delenv("LITELLM_MASTER_KEY", raising=False)
+    monkeypatch.setenv("LITELLM_MASTER_KEY", "set here only so that teardown removes the key the command makes")
+    monkeypatch.delenv("LITELLM_MASTER_KEY")
     out = tmp_path / "proxy.yaml"
     assert main(["judge-proxy", "--judge", "openai/gpt-4o-mini", "--rpm", "60", "--fallbacks", "openai/a,openai/b",
                  "--port", "4100", "--config-out", str(out), "--print-only"]) == 0
@@ -77,6 +78,7 @@ def test_judge_proxy_cli_writes_the_config(tmp_path, capsys, monkeypatch):
     config = json.loads(out.read_text())
     assert [m["litellm_params"]["model"] for m in config["model_list"]] == ["openai/gpt-4o-mini", "openai/a", "openai/b"]
     assert config["model_list"][0]["litellm_params"]["rpm"] == 60
+    assert os.environ["LITELLM_MASTER_KEY"].startswith("sk-")  # made for the proxy it would start
 
 
 @pytest.fixture(scope="module")
