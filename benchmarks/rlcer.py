@@ -76,6 +76,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def fraction(value: float | None) -> str:
+    """A valid fraction for the RESULT line: ``na`` where a row has none (no rubrics, or measured before the statistic)."""
+    return "na" if value is None else f"{value:.2f}"
+
+
 def answer_of(description: str) -> str | None:
     found = re.search(r"\\boxed\{([^}]*)\}", description)
     return found.group(1).strip() if found else None
@@ -280,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         if name in short:
             tag = short[name]
             parts += [f"{'rlcer_' if name.startswith('rlcer') else ''}{tag}={Interval.of(row['mean']).token()}",
-                      f"valid_fraction_{tag}={row['rubric_valid_fraction'] or 0:.2f}",
-                      f"informative_valid_fraction_{tag}={row.get('rubric_informative_valid_fraction') or 0:.2f}",
+                      f"valid_fraction_{tag}={fraction(row.get('rubric_valid_fraction'))}",
+                      f"informative_valid_fraction_{tag}={fraction(row.get('rubric_informative_valid_fraction'))}",
                       f"diff_{tag}={Interval.of(row['difference']).token()}", f"tokens_{tag}={row['policy_completion_tokens']}"]
     parts += [f"tokens_rlvr={rows['rlvr']['policy_completion_tokens']}"]
     if hints:

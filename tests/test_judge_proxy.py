@@ -13,9 +13,10 @@ from collections import Counter
 
 import pytest
 
-from rubricgym.app.judge_proxy import PROXY_MODEL, ProxyConfig, litellm_command, proxy_command, proxy_config, write_proxy_config
+from rubricgym.app.judge_proxy import ProxyConfig, litellm_command, proxy_command, proxy_config, write_proxy_config
 from rubricgym.judges.base import run_sync
 from rubricgym.llm import LLMCallError, LLMConfig, make_llm
+from rubricgym.llm.client import PROXY_MODEL
 from rubricgym.testing.loopback import LoopbackServer, free_port, server_process
 
 KEY = "sk-rubricgym-test-proxy-key"
@@ -57,7 +58,7 @@ def test_proxy_config_from_the_judge_settings(monkeypatch):
 def test_proxy_judge_strings(monkeypatch):
     monkeypatch.setenv("LITELLM_MASTER_KEY", KEY)
     llm = make_llm("proxy:http://127.0.0.1:4000/")
-    assert llm.backend.model == "openai/judge" and llm.backend.api_base == "http://127.0.0.1:4000" and llm.backend.api_key == KEY
+    assert llm.backend.model == f"openai/{PROXY_MODEL}" and llm.backend.api_base == "http://127.0.0.1:4000" and llm.backend.api_key == KEY
     with pytest.raises(ValueError, match="proxy:<http"):
         make_llm("proxy:127.0.0.1:4000")
     monkeypatch.delenv("LITELLM_MASTER_KEY")

@@ -398,10 +398,10 @@ def cmd_judge_proxy(args: argparse.Namespace) -> int:
     config = config_from_args(ProxyConfig, args, args.proxy_flags, model=args.judge or "")
     path = write_proxy_config(config, args.config_out)
     command = proxy_command(path, config)
-    key, made = ensure_master_key(config)
+    key, made = ensure_master_key()
     print(f"judge proxy config: {path}\nevery judge setting: --judge proxy:http://{config.host}:{config.port} "
-          f"with {config.master_key_env} set in the client's environment"
-          + (f" (made for this proxy: export {config.master_key_env}={key})" if made else "")
+          "with LITELLM_MASTER_KEY set in the client's environment"
+          + (f" (made for this proxy: export LITELLM_MASTER_KEY={key})" if made else "")
           + f"\n$ {' '.join(command)}", flush=True)
     if args.print_only:
         print(path.read_text())

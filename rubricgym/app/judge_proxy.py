@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-#: the deployment name every client asks the proxy for (``proxy:<url>`` means ``openai/judge`` there)
-PROXY_MODEL = "judge"
 #: LiteLLM's last release whose ``[proxy]`` extra installs from PyPI alone (1.110 needs ``litellm-proxy``)
 LITELLM_PROXY_VERSION = "1.108.0"
 #: where ``--install`` puts the proxy's own virtualenv (``$RUBRICGYM_PROXY_VENV`` overrides it)
@@ -71,10 +69,6 @@ class ProxyConfig:
     redis_url: str | None = None
     """``redis://host:port`` shared by several proxies serving one account: the cache and the
     rate-limit counters live there instead of in each proxy's memory."""
-    master_key_env: str = "LITELLM_MASTER_KEY"
-    """The environment variable holding the key clients must present (LiteLLM's proxy refuses to
-    start without one; ``rubricgym judge-proxy`` makes one when it is unset and prints how to share it).
-    ``proxy:<url>`` clients read the same variable."""
     host: str = "127.0.0.1"
     port: int = 4000
 
@@ -86,7 +80,10 @@ def _key(config: ProxyConfig) -> str:
 
 
 def proxy_config(config: ProxyConfig) -> dict[str, Any]:
-    """The LiteLLM proxy config (``litellm --config``) for ``config``."""
+    """The LiteLLM proxy config (``litellm --config``) for ``config``: the judge as the deployment
+    ``proxy:<url>`` clients ask for, their key read from the environment variable they read."""
+    from rubricgym.llm.client import PROXY_KEY_ENV, PROXY_MODEL
+
     if not config.model:
         raise ValueError("the judge proxy needs a judge model (--judge openai/gpt-4o-mini, or openai/<name> --api-base URL)")
     if config.model == "local" or config.model.startswith(("local:", "oracle:", "proxy:")):
@@ -124,17 +121,20 @@ def proxy_config(config: ProxyConfig) -> dict[str, Any]:
         settings["cache_params"] = cache_params
     return {"model_list": [deployment(PROXY_MODEL, config.model)] + [deployment(n, m) for n, m in zip(fallback_names, config.fallbacks)],
             "router_settings": router, "litellm_settings": settings,
-            "general_settings": {"master_key": f"os.environ/{config.master_key_env}"}}
+            "general_settings": {"master_key": f"os.environ/{PROXY_KEY_ENV}"}}
 
 
-def ensure_master_key(config: ProxyConfig) -> tuple[str, bool]:
-    """The proxy's key from ``config.master_key_env``, made (and put in this process's environment) if unset."""
+def ensure_master_key() -> tuple[str, bool]:
+    """The proxy's key from ``$LITELLM_MASTER_KEY`` (LiteLLM's proxy refuses to start without one),
+    made and put in this process's environment when unset; and whether it was made."""
     import secrets
 
-    key = os.environ.get(config.master_key_env)
+    from rubricgym.llm.client import PROXY_KEY_ENV
+
+    key = os.environ.get(PROXY_KEY_ENV)
     if key:
         return key, False
-    key = os.environ[config.master_key_env] = f"sk-{secrets.token_hex(24)}"
+    key = os.environ[PROXY_KEY_ENV] = f"sk-{secrets.token_hex(24)}"
     return key, True
 
 
@@ -177,3 +177,9 @@ def install_proxy(venv: Path = PROXY_VENV) -> Path:
             subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"litellm[proxy]=={LITELLM_PROXY_VERSION}"],
                            check=True, timeout=1800)
     return executable
+
+
+if __name__ == "__main__":
+    # CI starts the install this way, beside the main install and before rubricgym is importable
+    # (this module needs only the standard library for it); `rubricgym judge-proxy --install` waits on its lock
+    print(install_proxy())

@@ -110,6 +110,11 @@ class LLMCallError(RuntimeError):
 
 
 #: errors a retry cannot fix (LiteLLM's and OpenAI's names): bad credentials, bad request, unknown model
+#: what a ``proxy:<url>`` client and ``rubricgym judge-proxy`` agree on: the one deployment's name
+#: and the environment variable holding the proxy's key (LiteLLM's own name for it)
+PROXY_MODEL = "judge"
+PROXY_KEY_ENV = "LITELLM_MASTER_KEY"
+
 PERMANENT_ERRORS = {"AuthenticationError", "PermissionDeniedError", "BadRequestError", "NotFoundError",
                     "UnprocessableEntityError", "UnsupportedParamsError", "ContextWindowExceededError",
                     "ContentPolicyViolationError", "InvalidRequestError"}
@@ -390,8 +395,8 @@ def make_llm(model: str | LLM | ChatBackend, *, api_base: str | None = None, api
         url = model.removeprefix("proxy:").rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"a judge proxy is proxy:<http(s) URL>, got {model!r}")
-        key = api_key or os.environ.get("LITELLM_MASTER_KEY")
+        key = api_key or os.environ.get(PROXY_KEY_ENV)
         if not key:
-            raise ValueError(f"{model}: set LITELLM_MASTER_KEY to the proxy's key (rubricgym judge-proxy prints it)")
-        return LLM(LiteLLMBackend("openai/judge", api_base=url, api_key=key, **backend_kwargs), config)
+            raise ValueError(f"{model}: set {PROXY_KEY_ENV} to the proxy's key (rubricgym judge-proxy prints it)")
+        return LLM(LiteLLMBackend(f"openai/{PROXY_MODEL}", api_base=url, api_key=key, **backend_kwargs), config)
     return LLM(LiteLLMBackend(model, api_base=api_base, api_key=api_key, **backend_kwargs), config)
