@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--subsets", default=",".join(SUBSETS))
     parser.add_argument("--limit", type=int, default=None, help="pairs per subset (default: all)")
     parser.add_argument("--api-base", default=None)
-    parser.add_argument("--scoring", default="sampled", choices=["sampled", "probability"],
-                        help="probability: G-Eval expected scores (the in-process judge only)")
+    parser.add_argument("--scoring", default="sampled", choices=["sampled", "probability", "pointwise"],
+                        help="probability: G-Eval expected scores (the in-process judge only); pointwise: each output alone")
     parser.add_argument("--output", default=str(RESULTS / "judge_llmbar"), help="path stem of the .md/.json/.png")
     add_smoke_flag(parser, argv, limit=3, subsets="natural")
     args = parser.parse_args(argv)

@@ -40,15 +40,19 @@ RESULTS = results_dir(__file__)
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--sft-epochs", type=float, default=2.0)
+    parser.add_argument("--scoring", default="pointwise", choices=["pointwise", "sampled"],
+                        help="pointwise: one answer per prompt, its score read by probability (train-judge --pointwise); "
+                        "sampled: RULER's group reply, written (the first recipe)")
+    parser.add_argument("--sft-epochs", type=float, default=1.0)
     parser.add_argument("--sft-orders", default="recorded,reversed", help="presentation orders of each group in the SFT rows")
-    parser.add_argument("--grpo-steps", type=int, default=6)
+    parser.add_argument("--grpo-steps", type=int, default=4)
     parser.add_argument("--grpo-group-size", type=int, default=4)
     parser.add_argument("--grpo-groups-per-step", type=int, default=4)
-    parser.add_argument("--eval-every", type=int, default=10, help="optimiser steps between held-out points of the curve")
-    parser.add_argument("--curve-groups", type=int, default=24, help="held-out groups per point of the curve (0: all)")
-    parser.add_argument("--judge-groups", type=int, default=0, help="held-out math groups measured per judge (0: all)")
-    parser.add_argument("--llmbar-pairs", type=int, default=30, help="LLMBar Natural pairs (both orders)")
+    parser.add_argument("--eval-every", type=int, default=18, help="optimiser steps between held-out points of the curve")
+    parser.add_argument("--curve-groups", type=int, default=0, help="held-out groups per point of the curve (0: all)")
+    parser.add_argument("--judge-groups", type=int, default=12,
+                        help="held-out math groups read again with the checkpoint loaded as local:<checkpoint> (0: all)")
+    parser.add_argument("--llmbar-pairs", type=int, default=10, help="LLMBar Natural pairs (both orders)")
     parser.add_argument("--bench-steps", type=int, default=6, help="the bench's steps per scheme (its default budget)")
     parser.add_argument("--bench-eval-tasks", type=int, default=48)
     parser.add_argument("--seeds", default="0", help="comma-separated training seeds of the bench rows")
@@ -68,13 +72,29 @@ def signed(value: dict | None) -> str:
     return "" if value is None else Interval.of(value).signed()
 
 
-def measure_judges(args, judges: dict[str, str]) -> tuple[dict, dict, dict, str]:
-    """Held-out pairwise accuracy of each judge (greedy replies, both orders), the best one as
-    RULER calls it, and LLMBar Natural for the untrained and the best judge."""
+def measure_judges(args, judges: dict[str, str], stages: dict[str, dict]) -> tuple[dict, dict, dict, str]:
+    """Held-out pairwise accuracy of each judge (both orders), the best one as RULER calls it,
+    and LLMBar Natural for the untrained and the best judge."""
     from rubricgym.agents.policy import Policy, PolicyConfig
     from rubricgym.app.judge_training import judge_env, policy_pairwise, ruler_pairwise
     from rubricgym.app.llmbar import judge_pairs
     from rubricgym.judges.ruler import RulerConfig
+
+    if args.scoring == "pointwise":
+        # the curves already read every judge on every held-out group as RULER does (each answer
+        # alone, by probability): untrained = SFT's step 0, then each stage's last point. One
+        # prompt per answer: the presentation order cannot matter (no position bias to measure).
+        measured = {"untrained": stages["sft"]["curve"][0], "sft": stages["sft"]["curve"][-1],
+                    "grpo": stages["grpo"]["curve"][-1]}
+        best = max(("sft", "grpo"), key=lambda name: measured[name]["pairwise"])
+        # the best judge loaded as every setting loads it (local:<checkpoint>, merged), with its cost
+        as_used = {k: v for k, v in ruler_pairwise(judges[best], judge_env("math", "test"), args.judge_groups,
+                                                   scoring="pointwise").items() if k != "per_group"}
+        llmbar = {}
+        for name in ("untrained", best):
+            verdicts = judge_pairs(judges[name], "natural", args.llmbar_pairs, config=RulerConfig(scoring="pointwise"))
+            llmbar[name] = {"accuracy": verdicts.accuracy, "both": verdicts.both_correct, "pairs": verdicts.pairs}
+        return measured, as_used, llmbar, best
 
     measured: dict[str, dict] = {}
     for name in judges:  # greedy replies, batched: every judge in both presentation orders
@@ -105,18 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     work = work_folder(args.work, fresh=args.smoke)
     RESULTS.mkdir(parents=True, exist_ok=True)
     smoke = args.smoke
-    common = dict(eval_every=args.eval_every, max_eval_groups=args.curve_groups)
+    pointwise = args.scoring == "pointwise"
+    common = dict(eval_every=args.eval_every, max_eval_groups=args.curve_groups, pointwise=pointwise)
     start = time.perf_counter()
     sft = stage(work / "sft", lambda: train_judge(JudgeTrainingConfig(
         method="sft", sft=SFTConfig(epochs=args.sft_epochs), output_dir=str(work / "sft"),
         sft_orders=tuple(args.sft_orders.split(",")), **common)))
     grpo = stage(work / "grpo", lambda: train_judge(JudgeTrainingConfig(
         method="grpo", grpo_steps=args.grpo_steps, group_size=args.grpo_group_size, groups_per_step=args.grpo_groups_per_step,
-        output_dir=str(work / "grpo"), policy=PolicyConfig(max_new_tokens=96, adapter=sft["checkpoint"]), **common)))
+        output_dir=str(work / "grpo"), policy=PolicyConfig(max_new_tokens=96, adapter=sft["checkpoint"]),
+        measure_start=False, **common)))  # its start is the SFT curve's last point
     training_minutes = {"sft": sft["minutes"], "grpo": grpo["minutes"]}
-    curve = sft["curve"] + [{**r, "step": r["step"] + sft["curve"][-1]["step"]} for r in grpo["curve"][1:]]
+    curve = sft["curve"] + [{**r, "step": r["step"] + sft["curve"][-1]["step"]} for r in grpo["curve"]]
     plot_curve(curve, RESULTS / "judge_training_curve.png",
-               "judge training on JudgeGroup-v0 (math): held-out pairwise accuracy of greedy replies")
+               "judge training on JudgeGroup-v0 (math): held-out pairwise accuracy, " + (
+                   "each answer alone, read by probability" if pointwise else "greedy replies"))
 
     judges = {"untrained": "local", "sft": f"local:{sft['checkpoint']}", "grpo": f"local:{grpo['checkpoint']}"}
     measured_file = work / "measured.json"  # the judges' held-out numbers, kept for a rerun of the bench part
@@ -124,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads(measured_file.read_text())
         measured, as_used, llmbar, best = saved["measured"], saved["as_used"], saved["llmbar"], saved["best"]
     else:
-        measured, as_used, llmbar, best = measure_judges(args, judges)
+        measured, as_used, llmbar, best = measure_judges(args, judges, {"sft": sft, "grpo": grpo})
         measured_file.write_text(json.dumps({"measured": measured, "as_used": as_used, "llmbar": llmbar, "best": best}))
 
     seeds = tuple(int(s) for s in args.seeds.split(","))
@@ -135,41 +158,79 @@ def main(argv: list[str] | None = None) -> int:
     # one bench run: the verifier's row (always first, the reference) and the trained judge's rows;
     # the untrained judge's ruler rows are in the default table (reward_schemes_full.md: +0.000)
     rows = {r["scheme"]: r for r in run_bench(BenchConfig(
-        schemes=("ruler", "ruler+rlvr"), judge=judges[best], results_name="judge_training_bench",
-        command=f"benchmarks/judge_training.py (RULER with the {best} judge)", **budget))}
+        schemes=("ruler", "ruler+rlvr"), judge=judges[best], results_name="judge_training_bench", judge_scoring=args.scoring,
+        command=f"benchmarks/judge_training.py (RULER with the {best} judge)", **budget,
+        # RLVR's row is the default table's (the same seeds and budget; no judge in it)
+        # (a rerun also reuses this script's own rows: only what is missing trains)
+        reuse=() if smoke else tuple(str(RESULTS / f) for f in ("rlcer.json", "reward_schemes_full.json",
+                                                               "judge_training_bench.json") if (RESULTS / f).is_file())))}
     rlvr_gain, ruler_gain = rows["rlvr"]["gain"], rows["ruler"]["gain"]
     gain_kept = ruler_gain["mean"] / rlvr_gain["mean"] if rlvr_gain["mean"] > 0 else float("nan")
+    over_untrained = None if smoke else versus_untrained_judge(rows["ruler"])
     write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, training_minutes, best, gain_kept,
-                  (time.perf_counter() - start) / 60)
+                  (time.perf_counter() - start) / 60, over_untrained)
     print(f"RESULT sft_math_pairwise={measured['sft']['pairwise']:.3f} grpo_math_pairwise={measured['grpo']['pairwise']:.3f} "
           f"llmbar_natural={llmbar[best]['accuracy']:.3f} untrained_math_pairwise={measured['untrained']['pairwise']:.3f} "
           f"ruler_trained_gain={interval(ruler_gain)} rlvr_gain={interval(rlvr_gain)} "
-          f"gain_kept={gain_kept:.2f}")
+          f"gain_kept={gain_kept:.2f}" + (f" ruler_trained_vs_untrained={interval(over_untrained)}" if over_untrained else ""))
     return 0
 
 
-def write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, training_minutes, best, gain_kept, minutes) -> None:
+def versus_untrained_judge(trained_row: dict) -> dict | None:
+    """RULER with the trained judge against RULER with the untrained one (the default table's row,
+    same seeds, budget and held-out tasks): the paired difference of held-out success."""
+    from rubricgym.app.stats import paired_bootstrap
+
+    path = RESULTS / "reward_schemes_full.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    untrained = [r for r in data["rows"] if r["scheme"] == "ruler" and r["suite"] in ("math", "Math-v0")]
+    same = (data["config"].get("steps"), data["config"].get("eval_tasks"), data["config"].get("seeds")) == (
+        trained_row.get("steps", data["config"].get("steps")), len(trained_row["solved"][0]), trained_row.get("seeds"))
+    if not untrained or not same or untrained[0]["before_solved"] != trained_row["before_solved"]:
+        return None  # not the same held-out tasks: no paired comparison
+    table = paired_bootstrap({"untrained": untrained[0]["solved"], "trained": trained_row["solved"]}, reference="untrained")
+    difference = table["trained"].difference
+    return {"mean": difference.mean, "low": difference.low, "high": difference.high}
+
+
+def write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, training_minutes, best, gain_kept, minutes,
+                  over_untrained: dict | None = None) -> None:
     from rubricgym.app.llmbar import published_rows
 
     published = {k: v for k, v in published_rows("natural").items() if k.endswith("(Vanilla)")}
     lines = [f"# Judge training, then RULER with the trained judge (`python benchmarks/judge_training.py"
              f"{' --smoke' if args.smoke else ''}`)", "",
-             f"Judge: default model + LoRA. SFT on the verifier's judgements of the built-in math groups "
-             f"({args.sft_epochs:g} epochs, {training_minutes['sft']:.1f} min), then GRPO on JudgeGroup-v0 from the SFT "
+             f"Judge: default model + LoRA, scoring {args.scoring}. SFT on the verifier's judgements of the built-in math groups "
+             f"({args.sft_epochs:g} epoch(s), {training_minutes['sft']:.1f} min with its held-out readings), then GRPO on JudgeGroup-v0 from the SFT "
              f"adapter ({args.grpo_steps} steps, {training_minutes['grpo']:.1f} min). Held-out: groups of the generator's "
-             f"test tasks. {minutes:.0f} min in all.", "",
-             "Held-out math groups, pairwise accuracy of each judge's greedy reply (a malformed reply counts 0.5):", "",
-             "| judge | recorded order | reversed order | mean | valid replies (recorded / reversed) |",
-             "| --- | ---: | ---: | ---: | ---: |"]
-    for name in ("untrained", "sft", "grpo"):
-        rec, rev = measured[f"{name}:recorded"], measured[f"{name}:reversed"]
-        lines.append(f"| {name} | {rec['pairwise']:.3f} | {rev['pairwise']:.3f} | {measured[name]['pairwise']:.3f} | "
-                     f"{rec['valid']:.2f} / {rev['valid']:.2f} |")
+             f"test tasks. {minutes:.0f} min this invocation (finished stages and bench rows are reused; each one's "
+             "own minutes are given).", ""]
     groups = max(1, as_used["groups"])
-    lines += ["", f"The {best} judge as RULER calls it (`local:<checkpoint>`, constrained decoding, recorded order): pairwise "
-              f"{as_used['pairwise']:.3f} on {as_used['groups']} groups, {as_used['failed']} failed calls, "
-              f"{as_used['prompt_tokens'] / groups:.0f} prompt / {as_used['completion_tokens'] / groups:.0f} completion tokens "
-              f"and {as_used['seconds_per_group']:.1f} s per group."]
+    if args.scoring == "pointwise":
+        lines += ["Held-out math groups (all of them), pairwise accuracy as RULER reads the judge with "
+                  "`scoring=\"pointwise\"`: each answer alone in its prompt, the score's first decimal read by probability "
+                  "(no reply to malform, no presentation order to be biased by):", "",
+                  "| judge | pairwise | read at |", "| --- | ---: | --- |"]
+        lines += [f"| {name} | {measured[name]['pairwise']:.3f} | {where} |" for name, where in (
+            ("untrained", "SFT step 0"), ("sft", f"SFT step {sft['curve'][-1]['step']}"),
+            ("grpo", f"GRPO step {grpo['curve'][-1]['step']} (after SFT)"))]
+        lines += ["", f"The {best} judge loaded as `local:<checkpoint>` (merged adapter), as every judge setting loads it: "
+                  f"pairwise {as_used['pairwise']:.3f} on {as_used['groups']} groups, {as_used['prompt_tokens'] / groups:.0f} "
+                  f"prompt tokens and {as_used['seconds_per_group']:.1f} s per group (no completion tokens: nothing is written)."]
+    else:
+        lines += ["Held-out math groups, pairwise accuracy of each judge's greedy reply (a malformed reply counts 0.5):", "",
+                  "| judge | recorded order | reversed order | mean | valid replies (recorded / reversed) |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for name in ("untrained", "sft", "grpo"):
+            rec, rev = measured[f"{name}:recorded"], measured[f"{name}:reversed"]
+            lines.append(f"| {name} | {rec['pairwise']:.3f} | {rev['pairwise']:.3f} | {measured[name]['pairwise']:.3f} | "
+                         f"{rec['valid']:.2f} / {rev['valid']:.2f} |")
+        lines += ["", f"The {best} judge as RULER calls it (`local:<checkpoint>`, constrained decoding, recorded order): pairwise "
+                  f"{as_used['pairwise']:.3f} on {as_used['groups']} groups, {as_used['failed']} failed calls, "
+                  f"{as_used['prompt_tokens'] / groups:.0f} prompt / {as_used['completion_tokens'] / groups:.0f} completion tokens "
+                  f"and {as_used['seconds_per_group']:.1f} s per group."]
     lines += ["", f"LLMBar Natural ({llmbar['untrained']['pairs']} pairs, both orders; not a target: a 135M student of math "
               "groups is not expected to judge open instructions):", ""]
     lines += [f"- {name}: accuracy {v['accuracy']:.3f}, both orders right {v['both']:.3f}" for name, v in llmbar.items()]
@@ -185,10 +246,13 @@ def write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, train
                      f"{row.get('judge_calls', 0):.0f} | {row.get('judge_prompt_tokens', 0):.0f} / {row.get('judge_completion_tokens', 0):.0f} | "
                      f"{row.get('minutes', 0):.1f} |")
     lines += ["", f"gain kept by ruler with the trained judge: {gain_kept:.2f} of RLVR's"]
+    if over_untrained:
+        lines += ["", "ruler with the trained judge against ruler with the untrained judge (the default table's row, "
+                  f"reward_schemes_full.md: same seeds, budget and held-out tasks): {signed(over_untrained)}"]
     (RESULTS / "judge_training.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "judge_training.json").write_text(json.dumps(
         {"args": vars(args), "curve": curve, "measured": measured, "as_used": as_used, "llmbar": llmbar, "bench": rows,
-         "training_minutes": training_minutes, "best": best, "gain_kept": gain_kept,
+         "training_minutes": training_minutes, "best": best, "gain_kept": gain_kept, "over_untrained": over_untrained,
          "checkpoints": {"sft": sft["checkpoint"], "grpo": grpo["checkpoint"]}}, indent=1, default=str))
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from rubricgym.data import read_file
 from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, make_config
-from rubricgym.judges.ruler import RulerConfig, RulerResponse, build_judge_messages, check_response_ids
+from rubricgym.judges.ruler import RulerConfig, RulerResponse, build_judge_messages, check_response_ids, pointwise_messages
 from rubricgym.llm.jsonutil import JSONExtractionError, extract_json
 from rubricgym.registration import register_family
 from rubricgym.tools import ParsedAction
@@ -78,6 +78,10 @@ class JudgeGroupConfig:
     """Keep the first k groups (0: all)."""
     max_action_chars: int = 20_000
     """Longer replies are refused with an error."""
+    pointwise: bool = False
+    """Each member is its own task: the observation is RULER's prompt for that one member (what
+    ``RulerConfig(scoring="pointwise")`` sends), the reward ``1 - |score - gold|`` with the gold
+    scaled to [0, 1] within its group. A judge trained so is used with ``scoring="pointwise"``."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,19 @@ def pair_agreement(scores: list[float], gold: list[float]) -> float:
         raise ValueError("no pair of members has different gold")
     agree = sum(0.5 if scores[i] == scores[j] else float((scores[i] > scores[j]) == (gold[i] > gold[j])) for i, j in pairs)
     return agree / len(pairs)
+
+
+def member_tasks(task: JudgeTask) -> list[JudgeTask]:
+    """A group's members as tasks of one, each with its gold scaled to [0, 1] within the group.
+
+    Examples:
+        >>> group = JudgeTask("g", (({"role": "assistant", "content": "4"},), ({"role": "assistant", "content": "5"},)), (1.0, -1.0))
+        >>> [(t.id, t.gold) for t in member_tasks(group)]
+        [('g/t1', (1.0,)), ('g/t2', (0.0,))]
+    """
+    low, high = min(task.gold), max(task.gold)
+    return [JudgeTask(f"{task.id}/t{i + 1}", (trajectory,), ((gold - low) / (high - low),), task.tools)
+            for i, (trajectory, gold) in enumerate(zip(task.trajectories, task.gold))]
 
 
 def llmbar_trajectories(row: dict[str, Any], gold_first: bool) -> list[list[dict[str, str]]]:
@@ -180,6 +197,8 @@ class JudgeGroupEnv(ChatEnv):
         self.tasks = rows_to_tasks(rows, cfg.gold, where)[: cfg.max_groups or None]
         if not self.tasks:
             raise ValueError(f"{where}: no group with two members of different gold (nothing to order)")
+        if cfg.pointwise:
+            self.tasks = [member for task in self.tasks for member in member_tasks(task)]
         self.max_action_chars = cfg.max_action_chars
         super().__init__(render_mode)
 
@@ -196,6 +215,8 @@ class JudgeGroupEnv(ChatEnv):
         return [f"t{i + 1}" for i in range(len(task.trajectories))]
 
     def first_messages(self, task: JudgeTask, options: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.config.pointwise:
+            return pointwise_messages(list(task.trajectories[0]), self.ruler, list(task.tools) if task.tools else None)
         return build_judge_messages([list(t) for t in task.trajectories], self.ids(task), self.presentation(task),
                                     self.ruler, list(task.tools) if task.tools else None)
 
@@ -213,6 +234,10 @@ class JudgeGroupEnv(ChatEnv):
             return Score(reward=self.config.format_penalty, components={"pairwise": 0.0, "format": 0.0}, correct=False,
                          info={"judge_error": problem})
         by_id = {s.trajectory_id: min(1.0, max(0.0, float(s.score))) for s in reply.scores}
+        if self.config.pointwise:
+            agreement = 1.0 - abs(by_id["t1"] - self.task.gold[0])
+            return Score(reward=agreement, components={"agreement": agreement, "format": 1.0}, correct=agreement >= 0.5,
+                         info={"judge_scores": [by_id["t1"]]})
         agreement = pair_agreement([by_id[i] for i in ids], list(self.task.gold))
         return Score(reward=agreement, components={"pairwise": agreement, "format": 1.0}, correct=agreement == 1.0,
                      info={"judge_scores": [by_id[i] for i in ids]})

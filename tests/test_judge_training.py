@@ -120,6 +120,63 @@ def test_teacher_rows_score_one_in_the_env_and_an_oracle_teacher_has_its_accurac
     assert 0.7 < np.mean(agreement) < 0.9  # a 0.8 teacher, read on a few hundred pairs
 
 
+def test_pointwise_tasks_are_members_with_their_gold_and_rulers_prompt_of_one():
+    from rubricgym.judges.ruler import RulerConfig, pointwise_messages
+
+    env = JudgeGroupEnv(groups=[GROUP], pointwise=True)
+    assert [t.gold for t in env.tasks] == [(1.0,), (0.0,), (1.0,), (0.0,)]
+    obs, _ = env.reset(options={"task_id": "sum#1/t2"})
+    assert obs == pointwise_messages(GROUP["trajectories"][1]["messages"], RulerConfig(explanation_max_chars=0))
+    assert "The sum is 5." not in obs[-1]["content"] and "6" in obs[-1]["content"]
+    assert env.step(reply({"t1": 0.1}))[1] == pytest.approx(0.9)  # 1 - |score - gold|, gold 0
+    env.reset(options={"task_id": "sum#1/t1"})
+    assert env.step(reply({"t1": 0.1}))[1] == pytest.approx(0.1)
+    env.reset(options={"task_id": "sum#1/t1"})
+    assert env.step(reply({"t1": 1, "t2": 0}))[1] == -0.5  # a group reply to a one-answer prompt: format penalty
+    check_env(gym.make("JudgeGroup-v0", groups=[GROUP], pointwise=True).unwrapped, skip_render_check=True)
+
+
+def test_pointwise_teacher_rows_are_balanced_and_write_a_readable_first_decimal():
+    from rubricgym.app.judge_training import teacher_rows
+
+    env = gym.make("JudgeGroup-v0", pointwise=True).unwrapped
+    rows = teacher_rows(env, "verifier", balance=True, seed=1)
+    scores = [json.loads(r["completion"][0]["content"])["scores"][0]["score"] for r in rows]
+    assert sorted(set(scores)) == [0.1, 0.9] and scores.count(0.9) == scores.count(0.1) == len(rows) // 2
+    assert scores.count(0.9) == sum(t.gold[0] == 1.0 for t in env.tasks)  # every good answer, as many bad ones
+    oracle = teacher_rows(env, "oracle:0.8")
+    assert len(oracle) == len(env.tasks)
+    assert {json.loads(r["completion"][0]["content"])["scores"][0]["score"] for r in oracle} <= {x / 10 for x in range(1, 10)}
+
+
+def test_pointwise_ruler_judges_each_answer_alone_by_probability():
+    """RULER with scoring="pointwise" sends each unique answer in its own prompt and reads the
+    score's first decimal; a judge without next-token probabilities fails the group clearly."""
+    from rubricgym.judges.ruler import RulerConfig, ruler_score_sync
+
+    class Reader:
+        name, default_timeout_s = "reader", 5.0
+
+        def __init__(self):
+            self.prompts = []
+
+        def expected_scores(self, messages, prefixes):
+            self.prompts.append((messages, prefixes))
+            return [0.85 if "<assistant>\n5\n" in messages[-1]["content"] else 0.15], 10
+
+    from rubricgym.llm import LLM, LLMConfig
+
+    reader = Reader()
+    members = [t["messages"] for t in GROUP["trajectories"]] + [GROUP["trajectories"][0]["messages"]]
+    result = ruler_score_sync(members, LLM(reader, LLMConfig(cache_dir=None)), RulerConfig(scoring="pointwise"))
+    assert result.scores == [0.85, 0.15, 0.15, 0.15, 0.85] and result.judge_calls == 4  # the repeat judged once
+    assert all(p == ['{"scores": [{"trajectory_id": "t1", "score": 0.'] for _, p in reader.prompts)
+    assert all(m[-1]["content"].count("<trajectory") == 1 for m, _ in reader.prompts)
+    failed = ruler_score_sync(members, LLM(type("Writer", (), {"name": "writer"})(), LLMConfig(cache_dir=None)),
+                              RulerConfig(scoring="pointwise"))
+    assert failed.failed and "pointwise scoring needs next-token probabilities" in failed.error
+
+
 @pytest.mark.slow
 def test_a_trained_judge_loads_as_local_checkpoint_and_judges_differently(tmp_path):
     """Train one SFT step, load the checkpoint as ``local:<path>``: RULER's scores of the same

@@ -276,6 +276,9 @@ def test_bench_reuses_rows_measured_with_the_same_knobs_and_budget(tmp_path, cap
                      reuse) is None  # other knobs
     assert _reusable(saved, "Math-v0", BenchRow("rlcer+oracle", "MathRubric-v0", {"verifier": "oracle:0.9"}), reuse) is None
     assert not _saved_rows(BenchConfig(**{**reuse.__dict__, "steps": 3}))  # another budget: nothing is reused
+    other_judge = BenchConfig(**{**reuse.__dict__, "judge": "oracle:0.7"})
+    assert _reusable(_saved_rows(other_judge), "Math-v0", rows[0], other_judge) is not None  # RLVR's row has no judge
+    assert _reusable(_saved_rows(other_judge), "Math-v0", rows[1], other_judge) is None  # a judged row keeps its judge
     result = run_bench(reuse)  # every row reused: nothing trains
     assert "reused from an earlier run" in capsys.readouterr().out
     assert [r["scheme"] for r in result] == ["rlvr", "rlcer+oracle"] and all(r["reused"] for r in result)

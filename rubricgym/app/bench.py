@@ -235,17 +235,18 @@ def _train_scheme(env_id: str, row: BenchRow, seed: int, config: BenchConfig, ba
 
 
 def _saved_rows(config: BenchConfig) -> dict[tuple[str, str], tuple[dict[str, Any], dict[str, list[float]]]]:
-    """The reusable rows of ``config.reuse``: (suite, scheme) -> (row, curves), from runs with this
-    run's steps, seeds, held-out tasks and judge (the rest is matched row by row)."""
+    """The reusable rows of ``config.reuse``: (suite, scheme) -> (row, curves, the run's judge), from
+    runs with this run's steps, seeds and held-out tasks (the rest is matched row by row)."""
     saved = {}
     for path in config.reuse:
         data = json.loads(Path(path).read_text())
         earlier = data.get("config", {})
-        if (earlier.get("steps"), earlier.get("eval_tasks"), list(earlier.get("seeds") or []), str(earlier.get("judge"))) != (
-                config.steps, config.eval_tasks, list(config.seeds), str(getattr(config.judge, "name", config.judge))):
+        if (earlier.get("steps"), earlier.get("eval_tasks"), list(earlier.get("seeds") or [])) != (
+                config.steps, config.eval_tasks, list(config.seeds)):
             continue
         for row in data.get("rows", []):
-            saved[row["suite"], row["scheme"]] = (row, data.get("curves", {}).get(f"{row['suite']}:{row['scheme']}", {}))
+            saved[row["suite"], row["scheme"]] = (row, data.get("curves", {}).get(f"{row['suite']}:{row['scheme']}", {}),
+                                                  (str(earlier.get("judge")), earlier.get("judge_scoring", "sampled")))
     return saved
 
 
@@ -253,10 +254,14 @@ def _reusable(saved: dict, env_id: str, row: BenchRow, config: BenchConfig) -> t
     found = saved.get((env_id, row.name))
     if found is None:
         return None
-    earlier = found[0]
+    earlier, curves, judged_by = found
+    scheme = scheme_of(row.env_id)
+    # the judge matters only to rows whose scheme takes one (RLVR's row is the same under any judge)
+    same_judge = scheme is None or not scheme.judge_knob or judged_by == (
+        str(getattr(config.judge, "name", config.judge)), config.judge_scoring)
     same = (earlier["env"] == row.env_id and earlier["knobs"] == row.knobs and earlier.get("adapter") == row.adapter
-            and all(earlier.get(f"budget_{k}") == v for k, v in config.budget(env_id).items()))
-    return found if same else None
+            and all(earlier.get(f"budget_{k}") == v for k, v in config.budget(env_id).items()) and same_judge)
+    return (earlier, curves) if same else None
 
 
 def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]]:

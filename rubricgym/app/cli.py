@@ -344,7 +344,7 @@ def cmd_train_judge(args: argparse.Namespace) -> int:
     config = config_from_args(JudgeTrainingConfig, args, names["judge"], sft=config_from_args(SFTConfig, args, names["sft"]),
                               policy=config_from_args(PolicyConfig, args, names["policy"]))
     result = train_judge(config)
-    print(f"held-out pairwise accuracy: untrained {result['untrained_pairwise']:.3f} -> trained "
+    print(f"held-out pairwise accuracy: at the start {result['start_pairwise']:.3f} -> trained "
           f"{result['held_out_pairwise']:.3f}   ({result['minutes']:.1f} min; curve {result['plot']})")
     print(f"use it: --judge local:{result['checkpoint']}")
     return 0
@@ -491,8 +491,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--api-base", default=None, help="OpenAI-compatible server (use --judge openai/<name>)")
     p.add_argument("--subsets", default="natural", help="comma-separated: natural, adversarial_neighbor, adversarial_gptinst")
     p.add_argument("--limit", type=int, default=None, help="pairs per subset (default: all)")
-    p.add_argument("--scoring", default="sampled", choices=["sampled", "probability"],
-                   help="probability: G-Eval expected scores from the judge's next-token distribution (in-process judge)")
+    p.add_argument("--scoring", default="sampled", choices=["sampled", "probability", "pointwise"],
+                   help="probability: G-Eval expected scores from the judge's next-token distribution (in-process judge); "
+                   "pointwise: the same, each answer alone in its prompt (a judge trained with train-judge --pointwise)")
     p.set_defaults(func=cmd_judge_eval)
 
     p = sub.add_parser("data", help="list the public datasets envs read by name, or fetch their pinned upstream files")

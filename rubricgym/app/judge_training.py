@@ -17,6 +17,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -62,6 +63,17 @@ class JudgeTrainingConfig:
     """Held-out pairwise accuracy every k optimiser steps (the training curve)."""
     max_eval_groups: int = 0
     """Held-out groups measured during training (0: all of them)."""
+    measure_start: bool = True
+    """Measure the held-out accuracy before training too (off when the start was just measured:
+    GRPO from the adapter an SFT run has ended and measured)."""
+    pointwise: bool = False
+    """Train a pointwise judge: one answer per prompt (``JudgeGroup-v0`` with ``pointwise=True``),
+    used with ``scoring="pointwise"``, which reads its score by probability; the curve is measured
+    that way too. The teacher's scores are written as one decimal in [0.1, 0.9] (the digit the
+    reader reads after ``0.``)."""
+    balance: bool = True
+    """Pointwise SFT rows: as many good answers (teacher score above 0.5) as bad ones (the
+    majority is subsampled, seeded), so the judge cannot win by always saying the common verdict."""
     policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(max_new_tokens=96, temperature=1.0))
     output_dir: str = "runs/judge"
     """``sft/`` and ``grpo/`` checkpoints, ``curve.json`` and ``judge_curve.png`` go here."""
@@ -69,6 +81,7 @@ class JudgeTrainingConfig:
 
 
 def judge_env(groups: str, split: str = "train", **kwargs: Any) -> JudgeGroupEnv:
+    """``JudgeGroup-v0`` on ``groups`` (the built-in ``math`` set's ``split``, or a file)."""
     return JudgeGroupEnv(groups=groups, **({"split": split} if groups == "math" else {}), **kwargs)
 
 
@@ -83,6 +96,8 @@ def eval_env(config: JudgeTrainingConfig, **kwargs: Any) -> JudgeGroupEnv:
 def teacher_scores(teacher: str, gold: list[float], seed: str) -> list[float]:
     """A teacher's scores of one group, member by member."""
     if teacher in ("verifier", "judged"):
+        if len(gold) == 1:  # a pointwise task's gold is already scaled within its group
+            return list(gold)
         low, high = min(gold), max(gold)
         return [(g - low) / (high - low) if high > low else 0.5 for g in gold]
     if is_oracle(teacher):
@@ -90,16 +105,27 @@ def teacher_scores(teacher: str, gold: list[float], seed: str) -> list[float]:
     raise ValueError(f"teacher must be 'verifier', 'judged' or 'oracle:<accuracy>', got {teacher!r}")
 
 
-def teacher_rows(env: JudgeGroupEnv, teacher: str) -> list[dict[str, Any]]:
-    """One SFT row per group: the judge's prompt and the teacher's reply, ids in presentation order."""
-    rows = []
+def teacher_rows(env: JudgeGroupEnv, teacher: str, balance: bool = False, seed: int = 0) -> list[dict[str, Any]]:
+    """One SFT row per task: the judge's prompt and the teacher's reply, ids in presentation order.
+    Pointwise tasks: the score as one decimal in [0.1, 0.9]; ``balance``: as many rows above 0.5
+    as below (the majority subsampled with ``seed``)."""
+    rows, above = [], []
     for task in env.tasks:
         obs, _ = env.reset(options={"task_id": task.id})
         scores = teacher_scores(teacher, list(task.gold), task.id)
+        if env.config.pointwise:
+            scores = [min(0.9, max(0.1, round(float(s), 1))) for s in scores]
         ids = env.ids(task)
         reply = {"scores": [{"trajectory_id": ids[i], "score": round(float(scores[i]), 2)} for i in env.presentation(task)]}
         rows.append({"prompt": obs, "completion": [{"role": "assistant", "content": json.dumps(reply)}]})
-    return rows
+        above.append(scores[0] > 0.5)
+    if not (balance and env.config.pointwise):
+        return rows
+    good = [row for row, up in zip(rows, above) if up]
+    bad = [row for row, up in zip(rows, above) if not up]
+    n = min(len(good), len(bad))
+    rng = random.Random(seed)
+    return rng.sample(good, n) + rng.sample(bad, n)
 
 
 def policy_pairwise(policy: Policy, env: JudgeGroupEnv, max_groups: int = 0, batch: int = 8) -> dict[str, float]:
@@ -121,11 +147,12 @@ def policy_pairwise(policy: Policy, env: JudgeGroupEnv, max_groups: int = 0, bat
 
 
 def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress: bool = True, max_tokens: int = 128,
-                   max_fixes: int = 0) -> dict[str, Any]:
+                   max_fixes: int = 0, scoring: str = "sampled") -> dict[str, Any]:
     """Pairwise accuracy of a judge as RULER uses it (``local:<checkpoint>``, an API model,
     ``oracle:<a>``) on ``env``'s groups in ``env``'s presentation order: a failed group counts 0.5
     (a judge that has not finished its score list in ``max_tokens`` has failed: four scores take
-    about 70). Also the judge's cost: prompt and completion tokens, seconds per group."""
+    about 70). Also the judge's cost: prompt and completion tokens, seconds per group.
+    ``scoring``: RULER's (``sampled``, ``probability``, ``pointwise``)."""
     from tqdm import tqdm
 
     from rubricgym.judges.ruler import RulerConfig, oracle_ruler_result, ruler_score_sync
@@ -134,7 +161,8 @@ def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress
     tasks = env.tasks[: max_groups or None]
     oracle = OracleJudge.parse(judge) if is_oracle(judge) else None
     llm = None if oracle else make_llm(judge)
-    config = RulerConfig(**{**env.config.ruler, "dedup": False, "max_tokens": max_tokens, "max_fixes": max_fixes})
+    config = RulerConfig(**{**env.config.ruler, "dedup": False, "max_tokens": max_tokens, "max_fixes": max_fixes,
+                            "scoring": scoring})
     agreements, failed, tokens, start = [], 0, [0, 0], time.perf_counter()
     for task in tqdm(tasks, desc=f"judging held-out groups ({judge})", unit="group", disable=not progress):
         order = env.presentation(task)
@@ -156,6 +184,15 @@ def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress
             "per_group": agreements}
 
 
+def in_memory_judge(policy: Policy) -> Any:
+    """The policy being trained as an in-process judge (its weights as they are now, no cache)."""
+    from rubricgym.llm import LLM, LLMConfig
+    from rubricgym.llm.backends import TransformersBackend
+
+    return LLM(TransformersBackend(model_and_tokenizer=(policy.model, policy.tokenizer), schema_hint=False),
+               LLMConfig(cache_dir=None))
+
+
 def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str, Any]:
     """Train a judge as ``config`` says; returns the checkpoint, the training curve and the
     held-out pairwise accuracy of the policy's greedy replies before and after."""
@@ -171,21 +208,28 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
     policy = Policy(config.policy)
 
     def measure(stage: str, step: int) -> dict[str, float]:
-        measured = policy_pairwise(policy, held_out, config.max_eval_groups)
+        if config.pointwise:  # as the judge will be used: each answer alone, its score read by probability
+            read = ruler_pairwise(in_memory_judge(policy), held_out, config.max_eval_groups, progress=False, scoring="pointwise")
+            measured = {"pairwise": read["pairwise"], "valid": 1.0 - read["failed"] / max(1, read["groups"])}
+        else:
+            measured = policy_pairwise(policy, held_out, config.max_eval_groups)
         curve.append({"stage": stage, "step": step, **measured})
         return measured
 
     start = time.perf_counter()
     if "sft" in config.method:
-        rows = [row for order in config.sft_orders for row in teacher_rows(judge_env(config.groups, order=order), config.teacher)]
+        orders = ("recorded",) if config.pointwise else config.sft_orders  # one answer per prompt: no order to vary
+        rows = [row for order in orders for row in teacher_rows(
+            judge_env(config.groups, order=order, pointwise=config.pointwise), config.teacher, config.balance, config.seed)]
         sft_config = replace(config.sft, eval_every=config.sft.eval_every or config.eval_every)
         sft(policy, rows, sft_config, out / "sft", on_eval=lambda step: measure("sft", step), progress=progress)
         checkpoint = max((out / "sft").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     if "grpo" in config.method:
-        if not curve:
+        if not curve and config.measure_start:
             measure("grpo", 0)
-        base_steps = curve[-1]["step"]
-        train_config = TrainConfig(env=JUDGE_ENV, env_kwargs={"groups": config.groups} if config.groups != "math" else {},
+        base_steps = curve[-1]["step"] if curve else 0
+        env_kwargs = {"groups": config.groups} if config.groups != "math" else {}
+        train_config = TrainConfig(env=JUDGE_ENV, env_kwargs={**env_kwargs, **({"pointwise": True} if config.pointwise else {})},
                                    steps=config.grpo_steps, group_size=config.group_size,
                                    groups_per_step=config.groups_per_step, seed=config.seed, output_dir=str(out / "grpo"),
                                    report_to=("none",), record_groups=0, eval_tasks=1, policy=config.policy)
@@ -202,7 +246,7 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
     (out / "curve.json").write_text(json.dumps(curve, indent=1))
     plot = plot_curve(curve, out / "judge_curve.png", f"{config.method} judge, teacher {config.teacher}")
     return {"checkpoint": str(checkpoint), "curve": curve, "held_out_pairwise": curve[-1]["pairwise"],
-            "untrained_pairwise": curve[0]["pairwise"], "minutes": minutes, "plot": str(plot)}
+            "start_pairwise": curve[0]["pairwise"], "minutes": minutes, "plot": str(plot)}
 
 
 def plot_curve(curve: list[dict[str, Any]], path: Path, title: str) -> Path:

@@ -65,6 +65,12 @@ class RulerResponse(BaseModel):
     scores: list[RulerScore]
 
 
+#: how a judge's scores are obtained (see RulerConfig.scoring)
+SCORINGS = ("sampled", "probability", "pointwise")
+#: the reply a probability reader forces up to a score's first decimal
+SCORE_PREFIX = '{"scores": [{"trajectory_id": "%s", "score": 0.'
+
+
 @dataclass
 class RulerConfig:
     """Every RULER knob, named, typed and defaulted."""
@@ -94,13 +100,18 @@ class RulerConfig:
     scoring: str = "sampled"
     """``"sampled"``: the judge writes its scores (any judge). ``"probability"`` (G-Eval; the
     in-process judge only): each trajectory's score is the expected value of its first decimal
-    under the judge's next-token distribution, read in one forward pass, without explanations."""
+    under the judge's next-token distribution, read in one forward pass, without explanations.
+    ``"pointwise"`` (the in-process judge only): each unique trajectory alone in its own prompt
+    (RULER's prompt for a group of one: the same specification and rubric), its score read by
+    probability as above. No position bias and no cross-talk between trajectories: the mode of a
+    small judge trained for the task (``rubricgym train-judge --pointwise``); one call per
+    trajectory, each about 1/N of the group prompt."""
     debug: bool = False
     """Print each group's scores and the judge's reasoning (rich)."""
 
     def __post_init__(self):
-        if self.scoring not in ("sampled", "probability"):
-            raise ValueError(f"scoring must be 'sampled' or 'probability', got {self.scoring!r}")
+        if self.scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {', '.join(map(repr, SCORINGS))}, got {self.scoring!r}")
 
 
 @dataclass
@@ -241,6 +252,9 @@ async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | st
 
     if config.scoring == "probability":
         return await _probability_scores(judge, unique_trajectories, ids, orders, config, tools, member_to_unique, result)
+    if config.scoring == "pointwise":
+        return await _probability_scores(judge, unique_trajectories, ids, [[i] for i in range(k)], config, tools,
+                                         member_to_unique, result, alone=True)
     try:
         outcomes = await asyncio.gather(*(one(order) for order in orders))
     except LLMCallError as err:
@@ -268,18 +282,28 @@ async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | st
     return result
 
 
+def pointwise_messages(trajectory: Sequence[Message], config: RulerConfig,
+                       tools: list[dict[str, Any]] | None = None) -> list[Message]:
+    """The pointwise judge's prompt: RULER's prompt for a group of one (its id is ``t1``)."""
+    return build_judge_messages([trajectory], ["t1"], [0], replace(config, explanation_max_chars=0), tools)
+
+
 async def _probability_scores(judge: LLM, trajectories, ids, orders, config: RulerConfig, tools, member_to_unique,
-                              result: RulerResult) -> RulerResult:
+                              result: RulerResult, alone: bool = False) -> RulerResult:
     """RULER by G-Eval: the reply is forced to ``{"scores": [{"trajectory_id": <id>, "score": 0.`` for each
-    id and the next digit's distribution gives the expected score (averaged over permutations)."""
+    id and the next digit's distribution gives the expected score (averaged over permutations).
+    ``alone``: each order is one trajectory, judged in its own prompt (pointwise scoring)."""
     per_id: dict[str, list[float]] = defaultdict(list)
     for order in orders:
-        messages = build_judge_messages(trajectories, ids, order, replace(config, explanation_max_chars=0), tools)
-        prefixes = ['{"scores": [{"trajectory_id": "%s", "score": 0.' % ids[i] for i in order]
+        if alone:
+            messages, prefixes = pointwise_messages(trajectories[order[0]], config, tools), [SCORE_PREFIX % "t1"]
+        else:
+            messages = build_judge_messages(trajectories, ids, order, replace(config, explanation_max_chars=0), tools)
+            prefixes = [SCORE_PREFIX % ids[i] for i in order]
         try:
             scores, prompt_tokens = await judge.expected_scores(messages, prefixes)  # counted in judge.usage
         except NotImplementedError:
-            result.failed, result.error = True, (f"{judge.name}: probability scoring needs next-token probabilities "
+            result.failed, result.error = True, (f"{judge.name}: {config.scoring} scoring needs next-token probabilities "
                                                  "(the in-process judge, judge='local'); use scoring='sampled'")
             return result
         result.prompt_tokens += prompt_tokens
@@ -289,7 +313,8 @@ async def _probability_scores(judge: LLM, trajectories, ids, orders, config: Rul
     unique_scores = [float(np.mean(per_id[i])) for i in ids]
     result.raw_scores = [per_id[i] for i in ids]
     result.scores = [unique_scores[u] for u in member_to_unique]
-    result.explanations = ["expected score under the judge's next-token distribution (G-Eval)"] * len(member_to_unique)
+    how = "alone in its prompt, " if alone else ""
+    result.explanations = [f"expected score {how}under the judge's next-token distribution (G-Eval)"] * len(member_to_unique)
     return result
 
 
