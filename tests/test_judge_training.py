@@ -203,6 +203,11 @@ def test_a_trained_judge_loads_as_local_checkpoint_and_judges_differently(tmp_pa
     trained = ruler_score_sync(members, trained_judge, config)
     assert not trained.failed and not untrained.failed
     assert max(abs(a - b) for a, b in zip(trained.scores, untrained.scores)) > 1e-3
+    pointwise = RulerConfig(scoring="pointwise")  # each answer alone, read by probability, on the real model
+    alone = [ruler_score_sync(members, judge, pointwise) for judge in (make_llm("local", config=LLMConfig(cache_dir=None)),
+                                                                        trained_judge)]
+    assert not any(r.failed for r in alone) and all(r.judge_calls == len(members) for r in alone)
+    assert max(abs(a - b) for a, b in zip(*(r.scores for r in alone))) > 1e-3
     restarted = Policy(PolicyConfig(lora_r=8, adapter=str(checkpoint)))
     for name, weight in policy.model.state_dict().items():
         if "lora_" in name:
@@ -222,6 +227,21 @@ def test_train_judge_cli_runs_sft_then_grpo(tmp_path):
     curve = json.loads((out / "curve.json").read_text())
     assert [r["stage"] for r in curve] == ["sft", "sft", "grpo"]
     assert (out / "judge_curve.png").stat().st_size > 0 and (out / "grpo" / "checkpoint-1" / "adapter").is_dir()
+
+
+@pytest.mark.slow
+def test_train_judge_cli_trains_a_pointwise_judge_read_by_probability(tmp_path):
+    from rubricgym.app.cli import main
+
+    groups = tmp_path / "groups.jsonl"
+    groups.write_text(json.dumps(GROUP) + "\n")
+    out = tmp_path / "judge"
+    assert main(["train-judge", "--groups", str(groups), "--eval-groups", str(groups), "--method", "sft+grpo", "--pointwise",
+                 "--sft-epochs", "1", "--sft-batch-size", "2", "--grpo-steps", "1", "--group-size", "2",
+                 "--groups-per-step", "1", "--max-new-tokens", "24", "--output-dir", str(out)]) == 0
+    curve = json.loads((out / "curve.json").read_text())
+    assert [r["stage"] for r in curve] == ["sft", "sft", "grpo"]  # 4 balanced rows, batches of 2: read at 0 and 2
+    assert all(0.0 <= r["pairwise"] <= 1.0 and r["valid"] == 1.0 for r in curve)  # nothing to malform
 
 
 @pytest.mark.slow
