@@ -3,21 +3,23 @@ agent as well as the verifier?
 
 1. Judge training on ``JudgeGroup-v0``'s built-in math groups (the default model's own answers to
    level-1 sums, labelled by the verifier; generator train tasks): SFT distillation of the
-   verifier's judgements (default model + LoRA), then GRPO on the judge env from the SFT adapter
-   (reward: pairwise agreement with the gold order). Held-out pairwise accuracy (groups of the
-   generator's test tasks, never trained on) over training steps is plotted.
-2. Held-out measurement of each judge as RULER uses it (``local:<checkpoint>``, scores-only,
-   constrained decoding): math groups in the recorded and the reversed order (position bias),
-   LLMBar Natural beside the paper's rows, against the untrained judge.
-3. The bench rows: ``rubricgym bench`` on Math-v0 with the default budget and seeds, ``rlvr`` and
-   ``ruler`` with the untrained judge, then ``ruler`` and ``ruler+rlvr`` with the trained judge;
-   paired intervals over seeds x held-out tasks; the trained judge's cost per step.
+   verifier's judgements (default model + LoRA), then GRPO on the judge env from the SFT adapter.
+   ``--scoring pointwise`` (default): one answer per prompt, balanced rows, the score read by
+   probability; ``sampled``: the group reply, written (the first recipe). Held-out pairwise
+   accuracy (groups of the generator's test tasks, never trained on) over training steps is plotted.
+2. Held-out measurement of the judges as RULER uses them (``local:<checkpoint>``), LLMBar Natural
+   beside the paper's rows, against the untrained judge.
+3. The bench rows: ``rubricgym bench`` on Math-v0 with the default budget and seeds, ``ruler`` and
+   ``ruler+rlvr`` with the trained judge beside ``rlvr`` (reused from the default table where it
+   was measured with the same seeds and budget); paired intervals over seeds x held-out tasks, the
+   trained judge's cost per step, and the difference from ``ruler`` with the untrained judge.
 
     python benchmarks/judge_training.py                 # the measured run (see docs/judges.md)
     python benchmarks/judge_training.py --smoke         # seconds-to-minutes, for CI
 
 Ends with ``RESULT sft_math_pairwise=<a> grpo_math_pairwise=<b> llmbar_natural=<c>
-untrained_math_pairwise=<d> ruler_trained_gain=<g>[<lo>,<hi>] rlvr_gain=<r>[<lo>,<hi>] gain_kept=<g/r>``.
+untrained_math_pairwise=<d> ruler_trained_gain=<g>[<lo>,<hi>] rlvr_gain=<r>[<lo>,<hi>] gain_kept=<g/r>
+[ruler_trained_vs_untrained=<d>[<lo>,<hi>]]``.
 """
 
 from __future__ import annotations
@@ -186,10 +188,9 @@ def versus_untrained_judge(trained_row: dict) -> dict | None:
         return None
     data = json.loads(path.read_text())
     untrained = [r for r in data["rows"] if r["scheme"] == "ruler" and r["suite"] in ("math", "Math-v0")]
-    same = (data["config"].get("steps"), data["config"].get("eval_tasks"), data["config"].get("seeds")) == (
-        trained_row.get("steps", data["config"].get("steps")), len(trained_row["solved"][0]), trained_row.get("seeds"))
-    if not untrained or not same or untrained[0]["before_solved"] != trained_row["before_solved"]:
-        return None  # not the same held-out tasks: no paired comparison
+    if not untrained or (untrained[0]["seeds"], untrained[0]["before_solved"]) != (trained_row["seeds"],
+                                                                               trained_row["before_solved"]):
+        return None  # not the same seeds and held-out tasks: no paired comparison
     table = paired_bootstrap({"untrained": untrained[0]["solved"], "trained": trained_row["solved"]}, reference="untrained")
     difference = table["trained"].difference
     return {"mean": difference.mean, "low": difference.low, "high": difference.high}

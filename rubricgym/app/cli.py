@@ -390,6 +390,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_judge_proxy(args: argparse.Namespace) -> int:
     """Write the LiteLLM proxy config from the judge settings and serve it until interrupted."""
     from rubricgym.app.judge_proxy import ProxyConfig, ensure_master_key, install_proxy, proxy_command, write_proxy_config
+    from rubricgym.llm.client import PROXY_KEY_ENV
 
     if args.install:
         print(f"LiteLLM proxy: {install_proxy()}")
@@ -400,8 +401,8 @@ def cmd_judge_proxy(args: argparse.Namespace) -> int:
     command = proxy_command(path, config)
     key, made = ensure_master_key()
     print(f"judge proxy config: {path}\nevery judge setting: --judge proxy:http://{config.host}:{config.port} "
-          "with LITELLM_MASTER_KEY set in the client's environment"
-          + (f" (made for this proxy: export LITELLM_MASTER_KEY={key})" if made else "")
+          f"with {PROXY_KEY_ENV} set in the client's environment"
+          + (f" (made for this proxy: export {PROXY_KEY_ENV}={key})" if made else "")
           + f"\n$ {' '.join(command)}", flush=True)
     if args.print_only:
         print(path.read_text())

@@ -105,7 +105,7 @@ class RulerConfig:
     (RULER's prompt for a group of one: the same specification and rubric), its score read by
     probability as above. No position bias and no cross-talk between trajectories: the mode of a
     small judge trained for the task (``rubricgym train-judge --pointwise``); one call per
-    trajectory, each about 1/N of the group prompt."""
+    trajectory, each repeating the instructions (a group of four reads about 1,500 prompt tokens)."""
     debug: bool = False
     """Print each group's scores and the judge's reasoning (rich)."""
 
@@ -250,11 +250,15 @@ async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | st
             max_fixes=config.max_fixes, max_tokens=config.max_tokens)
         return response, completion
 
-    if config.scoring == "probability":
-        return await _probability_scores(judge, unique_trajectories, ids, orders, config, tools, member_to_unique, result)
-    if config.scoring == "pointwise":
-        return await _probability_scores(judge, unique_trajectories, ids, [[i] for i in range(k)], config, tools,
-                                         member_to_unique, result, alone=True)
+    if config.scoring == "probability":  # one read per permutation, every id's score in it
+        scores_only = replace(config, explanation_max_chars=0)
+        reads = [(build_judge_messages(unique_trajectories, ids, order, scores_only, tools), [(ids[i], ids[i]) for i in order])
+                 for order in orders]
+        return await _probability_scores(judge, reads, ids, config, member_to_unique, result)
+    if config.scoring == "pointwise":  # one read per trajectory, alone in its prompt (its id there is t1)
+        reads = [(pointwise_messages(t, config, tools), [(ids[i], "t1")]) for i, t in enumerate(unique_trajectories)]
+        return await _probability_scores(judge, reads, ids, config, member_to_unique, result,
+                                         how="alone in its prompt, ")
     try:
         outcomes = await asyncio.gather(*(one(order) for order in orders))
     except LLMCallError as err:
@@ -288,18 +292,14 @@ def pointwise_messages(trajectory: Sequence[Message], config: RulerConfig,
     return build_judge_messages([trajectory], ["t1"], [0], replace(config, explanation_max_chars=0), tools)
 
 
-async def _probability_scores(judge: LLM, trajectories, ids, orders, config: RulerConfig, tools, member_to_unique,
-                              result: RulerResult, alone: bool = False) -> RulerResult:
-    """RULER by G-Eval: the reply is forced to ``{"scores": [{"trajectory_id": <id>, "score": 0.`` for each
-    id and the next digit's distribution gives the expected score (averaged over permutations).
-    ``alone``: each order is one trajectory, judged in its own prompt (pointwise scoring)."""
+async def _probability_scores(judge: LLM, reads: list[tuple[list[Message], list[tuple[str, str]]]], ids: list[str],
+                              config: RulerConfig, member_to_unique, result: RulerResult, how: str = "") -> RulerResult:
+    """RULER by G-Eval: each read is a prompt and the (trajectory id, id in that prompt) pairs it
+    scores; the reply is forced to ``{"scores": [{"trajectory_id": <id>, "score": 0.`` for each and
+    the next digit's distribution gives the expected score (averaged over a trajectory's reads)."""
     per_id: dict[str, list[float]] = defaultdict(list)
-    for order in orders:
-        if alone:
-            messages, prefixes = pointwise_messages(trajectories[order[0]], config, tools), [SCORE_PREFIX % "t1"]
-        else:
-            messages = build_judge_messages(trajectories, ids, order, replace(config, explanation_max_chars=0), tools)
-            prefixes = [SCORE_PREFIX % ids[i] for i in order]
+    for messages, scored in reads:
+        prefixes = [SCORE_PREFIX % shown for _, shown in scored]
         try:
             scores, prompt_tokens = await judge.expected_scores(messages, prefixes)  # counted in judge.usage
         except NotImplementedError:
@@ -308,12 +308,11 @@ async def _probability_scores(judge: LLM, trajectories, ids, orders, config: Rul
             return result
         result.prompt_tokens += prompt_tokens
         result.judge_calls += 1
-        for i, score in zip(order, scores):
-            per_id[ids[i]].append(float(score))
+        for (trajectory_id, _), score in zip(scored, scores):
+            per_id[trajectory_id].append(float(score))
     unique_scores = [float(np.mean(per_id[i])) for i in ids]
     result.raw_scores = [per_id[i] for i in ids]
     result.scores = [unique_scores[u] for u in member_to_unique]
-    how = "alone in its prompt, " if alone else ""
     result.explanations = [f"expected score {how}under the judge's next-token distribution (G-Eval)"] * len(member_to_unique)
     return result
 

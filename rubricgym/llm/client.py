@@ -109,12 +109,12 @@ class LLMCallError(RuntimeError):
     """A call that kept failing after every retry."""
 
 
-#: errors a retry cannot fix (LiteLLM's and OpenAI's names): bad credentials, bad request, unknown model
 #: what a ``proxy:<url>`` client and ``rubricgym judge-proxy`` agree on: the one deployment's name
 #: and the environment variable holding the proxy's key (LiteLLM's own name for it)
 PROXY_MODEL = "judge"
 PROXY_KEY_ENV = "LITELLM_MASTER_KEY"
 
+#: errors a retry cannot fix (LiteLLM's and OpenAI's names): bad credentials, bad request, unknown model
 PERMANENT_ERRORS = {"AuthenticationError", "PermissionDeniedError", "BadRequestError", "NotFoundError",
                     "UnprocessableEntityError", "UnsupportedParamsError", "ContextWindowExceededError",
                     "ContentPolicyViolationError", "InvalidRequestError"}
