@@ -139,8 +139,10 @@ def group_row(group: Any, step: int | None, source: str, labels: list[str] | Non
             "judged": judged,
         })
     first = group.trajectories[0].metadata.get("judged") if group.trajectories else None
+    # the task's reference answer (never shown to the agent): what reference-guided judges read
+    reference = next((t.episode.reference for t in group.trajectories if t.episode and t.episode.reference is not None), None)
     return to_jsonable({"schema": GROUP_SCHEMA_VERSION, "kind": "group", "source": source, "step": step,
-                        "task_id": group.task_id, "scorer": (first or {}).get("scorer"),
+                        "task_id": group.task_id, "reference": reference, "scorer": (first or {}).get("scorer"),
                         "group_info": (first or {}).get("group", {}), "trajectories": trajectories})
 
 

@@ -15,11 +15,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rubricgym.envs.served import served_variant
 from rubricgym.registration import check_env_kwargs, default_env, held_out, training_kwargs
 
 from . import distributed
 from .checkpoints import (latest_checkpoint, load_adapter, load_trainer_state, plain_config, rng_state, save_checkpoint,
                           set_rng_state, set_seed)
+from .diagnostics import reward_diagnostics
 from .evaluation import evaluate, make_envs
 from .grpo import GRPO, GRPOConfig
 from .logs import GroupLog, MetricsLog, check_report_to
@@ -38,6 +40,11 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the env (the family's knobs, and the reward scheme's: judge, verifier,
     combine ...), over the family's training defaults; checked before the model loads."""
+    env_servers: str = ""
+    """Comma-separated OpenEnv servers (``rubricgym serve <base id>``, started with the run's family
+    knobs) that play the training episodes instead of envs in this process, a group's members spread
+    over them in turn; the reward scheme still scores whole groups here. Held-out evaluation stays
+    in this process, on the base env."""
     eval_env_kwargs: dict[str, Any] | None = None
     """Held-out env kwargs (of the base env); default: the family's held-out kwargs for ``env_kwargs``."""
     algo: Literal["grpo", "ppo"] = "grpo"
@@ -116,8 +123,11 @@ class Trainer:
             raise ValueError(f"rollout_waves ({config.rollout_waves}) must divide the groups each rank plays per step "
                              f"({self.local_groups})")
         per_wave = config.group_size * self.local_groups // config.rollout_waves
-        self.envs = make_envs(config.env, per_wave, config.group_size, env_kwargs) if config.rollout_waves == 1 \
-            else EnvWaves(make_envs(config.env, per_wave, config.group_size, env_kwargs)
+        rollout_env = config.env
+        if config.env_servers:  # the episodes are played on the servers, the groups scored here
+            rollout_env, env_kwargs = served_variant(config.env, env_kwargs, config.env_servers)
+        self.envs = make_envs(rollout_env, per_wave, config.group_size, env_kwargs) if config.rollout_waves == 1 \
+            else EnvWaves(make_envs(rollout_env, per_wave, config.group_size, env_kwargs)
                           for _ in range(config.rollout_waves))
         self._prefetch: Any = None  # off-policy: the next step's rollouts, in flight
         self.step = 0
@@ -200,6 +210,9 @@ class Trainer:
                      rollout_seconds=rollout_s, step_seconds=time.perf_counter() - start,
                      rollouts_prefetched=float(prefetched))
         stats["judge_failed_groups"] = float(sum(bool(i.get("group_failed")) for i in batch.infos))
+        stats.update(reward_diagnostics(batch.groups))
+        if "trained_completions" in stats and batch.turns:
+            stats["trained_fraction"] = stats["trained_completions"] / len(batch.turns)
         group_rows = [i["group_stats"] for i in batch.infos if isinstance(i.get("group_stats"), dict)]
         for key in sorted({k for row in group_rows for k in row}):  # the scorer's own statistics, e.g. rubric_valid_fraction
             stats[key] = float(np.mean([row[key] for row in group_rows if key in row]))

@@ -45,12 +45,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scoring", default="pointwise", choices=["pointwise", "sampled"],
                         help="pointwise: one answer per prompt, its score read by probability (train-judge --pointwise); "
                         "sampled: RULER's group reply, written (the first recipe)")
-    parser.add_argument("--sft-epochs", type=float, default=1.0)
+    parser.add_argument("--reference", action="store_true",
+                        help="reference-guided judge (train-judge --reference): its prompt names the task's reference "
+                        "answer and the bench rows are ruler_ref / ruler_ref+rlvr; results under judge_training_reference*")
+    parser.add_argument("--sft-epochs", type=float, default=None,
+                        help="passes over the SFT rows (default: 1, or 1.5 reference-guided)")
     parser.add_argument("--sft-orders", default="recorded,reversed", help="presentation orders of each group in the SFT rows")
     parser.add_argument("--grpo-steps", type=int, default=4)
     parser.add_argument("--grpo-group-size", type=int, default=4)
     parser.add_argument("--grpo-groups-per-step", type=int, default=4)
-    parser.add_argument("--eval-every", type=int, default=18, help="optimiser steps between held-out points of the curve")
+    parser.add_argument("--eval-every", type=int, default=None,
+                        help="optimiser steps between held-out points of the curve (default: 18, or 36 reference-guided)")
     parser.add_argument("--curve-groups", type=int, default=0, help="held-out groups per point of the curve (0: all)")
     parser.add_argument("--judge-groups", type=int, default=12,
                         help="held-out math groups read again with the checkpoint loaded as local:<checkpoint> (0: all)")
@@ -58,12 +63,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bench-steps", type=int, default=6, help="the bench's steps per scheme (its default budget)")
     parser.add_argument("--bench-eval-tasks", type=int, default=48)
     parser.add_argument("--seeds", default="0", help="comma-separated training seeds of the bench rows")
-    parser.add_argument("--work", default="/tmp/rubricgym-judge-training",
-                        help="checkpoints; a training stage finished there is reused (delete the folder to retrain)")
+    parser.add_argument("--work", default=None,
+                        help="checkpoints; a training stage finished there is reused (delete the folder to retrain); "
+                        "default /tmp/rubricgym-judge-training[-reference]")
     add_smoke_flag(parser, argv, sft_epochs=0.02, grpo_steps=1, grpo_group_size=2, grpo_groups_per_step=1, eval_every=1,
                    curve_groups=2, judge_groups=1, llmbar_pairs=1,
                    bench_steps=1, bench_eval_tasks=2, work="/tmp/rubricgym-judge-training-smoke")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    # the measured runs' budgets (docs/judges.md)
+    args.sft_epochs = args.sft_epochs if args.sft_epochs is not None else (1.5 if args.reference else 1.0)
+    args.eval_every = args.eval_every if args.eval_every is not None else (36 if args.reference else 18)
+    args.work = args.work or "/tmp/rubricgym-judge-training" + ("-reference" if args.reference else "")
+    return args
+
+
+def results_name(args) -> str:
+    """``judge_training`` (the judge reads the answer alone) or ``judge_training_reference``."""
+    return "judge_training" + ("_reference" if args.reference else "")
 
 
 def interval(value: dict) -> str:
@@ -90,8 +106,8 @@ def measure_judges(args, judges: dict[str, str], stages: dict[str, dict]) -> tup
                     "grpo": stages["grpo"]["curve"][-1]}
         best = max(("sft", "grpo"), key=lambda name: measured[name]["pairwise"])
         # the best judge loaded as every setting loads it (local:<checkpoint>, merged), with its cost
-        as_used = {k: v for k, v in ruler_pairwise(judges[best], judge_env("math", "test"), args.judge_groups,
-                                                   scoring="pointwise").items() if k != "per_group"}
+        as_used = {k: v for k, v in ruler_pairwise(judges[best], judge_env("math", "test", reference=args.reference),
+                                                   args.judge_groups, scoring="pointwise").items() if k not in ("per_group", "member_scores")}
         llmbar = {}
         for name in ("untrained", best):
             verdicts = judge_pairs(judges[name], "natural", args.llmbar_pairs, config=RulerConfig(scoring="pointwise"))
@@ -108,7 +124,7 @@ def measure_judges(args, judges: dict[str, str], stages: dict[str, dict]) -> tup
     best = max(("sft", "grpo"), key=lambda name: measured[name]["pairwise"])
     # the best judge as RULER calls it (constrained decoding), with its cost
     as_used = {k: v for k, v in ruler_pairwise(judges[best], judge_env("math", "test"), args.judge_groups).items()
-               if k != "per_group"}
+               if k not in ("per_group", "member_scores")}
     llmbar = {}
     for name in ("untrained", best):
         verdicts = judge_pairs(judges[name], "natural", args.llmbar_pairs,
@@ -128,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     smoke = args.smoke
     pointwise = args.scoring == "pointwise"
-    common = dict(eval_every=args.eval_every, max_eval_groups=args.curve_groups, pointwise=pointwise)
+    common = dict(eval_every=args.eval_every, max_eval_groups=args.curve_groups, pointwise=pointwise, reference=args.reference)
     start = time.perf_counter()
     sft = stage(work / "sft", lambda: train_judge(JudgeTrainingConfig(
         method="sft", sft=SFTConfig(epochs=args.sft_epochs), output_dir=str(work / "sft"),
@@ -137,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
         method="grpo", grpo_steps=args.grpo_steps, group_size=args.grpo_group_size, groups_per_step=args.grpo_groups_per_step,
         output_dir=str(work / "grpo"), policy=PolicyConfig(max_new_tokens=96, adapter=sft["checkpoint"]),
         measure_start=False, **common)))  # its start is the SFT curve's last point
-    training_minutes = {"sft": sft["minutes"], "grpo": grpo["minutes"]}
+    training_minutes = {name: run.get("training_minutes", run["minutes"]) for name, run in (("sft", sft), ("grpo", grpo))}
+    training_minutes.update({f"{name}_readings": run["minutes"] - training_minutes[name] for name, run in (("sft", sft), ("grpo", grpo))})
     curve = sft["curve"] + [{**r, "step": r["step"] + sft["curve"][-1]["step"]} for r in grpo["curve"]]
-    plot_curve(curve, RESULTS / "judge_training_curve.png",
+    plot_curve(curve, RESULTS / f"{results_name(args)}_curve.png",
                "judge training on JudgeGroup-v0 (math): held-out pairwise accuracy, " + (
-                   "each answer alone, read by probability" if pointwise else "greedy replies"))
+                   "each answer alone, read by probability" if pointwise else "greedy replies")
+               + (", reference-guided" if args.reference else ""))
 
     judges = {"untrained": "local", "sft": f"local:{sft['checkpoint']}", "grpo": f"local:{grpo['checkpoint']}"}
     measured_file = work / "measured.json"  # the judges' held-out numbers, kept for a rerun of the bench part
@@ -159,16 +177,19 @@ def main(argv: list[str] | None = None) -> int:
         budget.update(group_size=2, groups_per_step=1, max_new_tokens=8, resamples=200, judge_max_tokens=64, judge_max_fixes=0)
     # one bench run: the verifier's row (always first, the reference) and the trained judge's rows;
     # the untrained judge's ruler rows are in the default table (reward_schemes_full.md: +0.000)
+    ruler = "ruler_ref" if args.reference else "ruler"
+    bench_name = f"{results_name(args)}_bench"
     rows = {r["scheme"]: r for r in run_bench(BenchConfig(
-        schemes=("ruler", "ruler+rlvr"), judge=judges[best], results_name="judge_training_bench", judge_scoring=args.scoring,
-        command=f"benchmarks/judge_training.py (RULER with the {best} judge)", **budget,
+        schemes=(ruler, f"{ruler}+rlvr"), judge=judges[best], results_name=bench_name, judge_scoring=args.scoring,
+        command=f"benchmarks/judge_training.py{' --reference' if args.reference else ''} ({ruler} with the {best} judge)",
+        **budget,
         # RLVR's row is the default table's (the same seeds and budget; no judge in it)
         # (a rerun also reuses this script's own rows: only what is missing trains)
         reuse=() if smoke else tuple(str(RESULTS / f) for f in ("rlcer.json", "reward_schemes_full.json",
-                                                               "judge_training_bench.json") if (RESULTS / f).is_file())))}
-    rlvr_gain, ruler_gain = rows["rlvr"]["gain"], rows["ruler"]["gain"]
+                                                               f"{bench_name}.json") if (RESULTS / f).is_file())))}
+    rlvr_gain, ruler_gain = rows["rlvr"]["gain"], rows[ruler]["gain"]
     gain_kept = ruler_gain["mean"] / rlvr_gain["mean"] if rlvr_gain["mean"] > 0 else float("nan")
-    over_untrained = None if smoke else versus_untrained_judge(rows["ruler"])
+    over_untrained = None if smoke else versus_untrained_judge(rows[ruler])
     write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, training_minutes, best, gain_kept,
                   (time.perf_counter() - start) / 60, over_untrained)
     print(f"RESULT sft_math_pairwise={measured['sft']['pairwise']:.3f} grpo_math_pairwise={measured['grpo']['pairwise']:.3f} "
@@ -203,9 +224,13 @@ def write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, train
     published = {k: v for k, v in published_rows("natural").items() if k.endswith("(Vanilla)")}
     lines = [f"# Judge training, then RULER with the trained judge (`python benchmarks/judge_training.py"
              f"{' --smoke' if args.smoke else ''}`)", "",
-             f"Judge: default model + LoRA, scoring {args.scoring}. SFT on the verifier's judgements of the built-in math groups "
-             f"({args.sft_epochs:g} epoch(s), {training_minutes['sft']:.1f} min with its held-out readings), then GRPO on JudgeGroup-v0 from the SFT "
-             f"adapter ({args.grpo_steps} steps, {training_minutes['grpo']:.1f} min). Held-out: groups of the generator's "
+             f"Judge: default model + LoRA, scoring {args.scoring}"
+             + (", reference-guided (the prompt names the task's reference answer, as MathRulerRef-v0's judge reads it)"
+                if args.reference else ", no reference (the judge reads the answer alone)")
+             + f". SFT on the verifier's judgements of the built-in math groups ({args.sft_epochs:g} epoch(s), "
+             f"{training_minutes['sft']:.1f} min training + {training_minutes['sft_readings']:.1f} min of held-out readings), "
+             f"then GRPO on JudgeGroup-v0 from the SFT adapter ({args.grpo_steps} steps, {training_minutes['grpo']:.1f} min "
+             f"training + {training_minutes['grpo_readings']:.1f} min of readings). Held-out: groups of the generator's "
              f"test tasks. {minutes:.0f} min this invocation (finished stages and bench rows are reused; each one's "
              "own minutes are given).", ""]
     groups = max(1, as_used["groups"])
@@ -246,12 +271,13 @@ def write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, train
         lines.append(f"| {name} | {after['mean']:.3f} [{after['low']:.2f}, {after['high']:.2f}] | {signed(row['gain'])} | {difference} | "
                      f"{row.get('judge_calls', 0):.0f} | {row.get('judge_prompt_tokens', 0):.0f} / {row.get('judge_completion_tokens', 0):.0f} | "
                      f"{row.get('minutes', 0):.1f} |")
-    lines += ["", f"gain kept by ruler with the trained judge: {gain_kept:.2f} of RLVR's"]
+    ruler = "ruler_ref" if args.reference else "ruler"
+    lines += ["", f"gain kept by {ruler} with the trained judge: {gain_kept:.2f} of RLVR's"]
     if over_untrained:
-        lines += ["", "ruler with the trained judge against ruler with the untrained judge (the default table's row, "
+        lines += ["", f"{ruler} with the trained judge against ruler with the untrained judge (the default table's row, "
                   f"reward_schemes_full.md: same seeds, budget and held-out tasks): {signed(over_untrained)}"]
-    (RESULTS / "judge_training.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / "judge_training.json").write_text(json.dumps(
+    (RESULTS / f"{results_name(args)}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{results_name(args)}.json").write_text(json.dumps(
         {"args": vars(args), "curve": curve, "measured": measured, "as_used": as_used, "llmbar": llmbar, "bench": rows,
          "training_minutes": training_minutes, "best": best, "gain_kept": gain_kept, "over_untrained": over_untrained,
          "checkpoints": {"sft": sft["checkpoint"], "grpo": grpo["checkpoint"]}}, indent=1, default=str))

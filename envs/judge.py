@@ -36,7 +36,8 @@ from typing import Any
 
 from rubricgym.data import read_file
 from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, make_config
-from rubricgym.judges.ruler import RulerConfig, RulerResponse, build_judge_messages, check_response_ids, pointwise_messages
+from rubricgym.judges.ruler import (RulerConfig, RulerResponse, build_judge_messages, check_response_ids, pointwise_messages,
+                                    with_reference)
 from rubricgym.llm.jsonutil import JSONExtractionError, extract_json
 from rubricgym.registration import register_family
 from rubricgym.tools import ParsedAction
@@ -82,6 +83,10 @@ class JudgeGroupConfig:
     """Each member is its own task: the observation is RULER's prompt for that one member (what
     ``RulerConfig(scoring="pointwise")`` sends), the reward ``1 - |score - gold|`` with the gold
     scaled to [0, 1] within its group. A judge trained so is used with ``scoring="pointwise"``."""
+    reference: bool = False
+    """Reference-guided judging (as ``<Family>RulerRef-v0`` judges): the prompt's rubric names the
+    group's reference answer (each row's ``reference``; rows without one are refused). A judge
+    trained so is used with the ``ruler_ref`` scheme."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class JudgeTask:
     trajectories: tuple[tuple[dict[str, Any], ...], ...]
     gold: tuple[float, ...]
     tools: tuple[dict[str, Any], ...] | None = None
+    reference: str | None = None
 
 
 def pair_agreement(scores: list[float], gold: list[float]) -> float:
@@ -117,7 +123,7 @@ def member_tasks(task: JudgeTask) -> list[JudgeTask]:
         [('g/t1', (1.0,)), ('g/t2', (0.0,))]
     """
     low, high = min(task.gold), max(task.gold)
-    return [JudgeTask(f"{task.id}/t{i + 1}", (trajectory,), ((gold - low) / (high - low),), task.tools)
+    return [JudgeTask(f"{task.id}/t{i + 1}", (trajectory,), ((gold - low) / (high - low),), task.tools, task.reference)
             for i, (trajectory, gold) in enumerate(zip(task.trajectories, task.gold))]
 
 
@@ -172,8 +178,10 @@ def rows_to_tasks(rows: list[dict[str, Any]], gold: str = "auto", where: str = "
         if len(set(unique_gold)) < 2:
             continue
         tools = (row.get("group_info") or {}).get("tools")
+        reference = row.get("reference")
         tasks.append(JudgeTask(str(row.get("task_id", f"group-{number}")) + f"#{number}", tuple(trajectories),
-                               tuple(unique_gold), tuple(tools) if tools else None))
+                               tuple(unique_gold), tuple(tools) if tools else None,
+                               None if reference is None else str(reference)))
     return tasks
 
 
@@ -197,6 +205,10 @@ class JudgeGroupEnv(ChatEnv):
         self.tasks = rows_to_tasks(rows, cfg.gold, where)[: cfg.max_groups or None]
         if not self.tasks:
             raise ValueError(f"{where}: no group with two members of different gold (nothing to order)")
+        if cfg.reference and any(task.reference is None for task in self.tasks):
+            missing = next(task.id for task in self.tasks if task.reference is None)
+            raise ValueError(f"{where}: reference=True needs each row's 'reference' (the task's reference answer); "
+                             f"group {missing} has none")
         if cfg.pointwise:
             self.tasks = [member for task in self.tasks for member in member_tasks(task)]
         self.max_action_chars = cfg.max_action_chars
@@ -214,11 +226,16 @@ class JudgeGroupEnv(ChatEnv):
     def ids(self, task: JudgeTask) -> list[str]:
         return [f"t{i + 1}" for i in range(len(task.trajectories))]
 
+    def ruler_config(self, task: JudgeTask) -> RulerConfig:
+        """RULER's settings for ``task``'s prompt (with its reference when judging is reference-guided)."""
+        return with_reference(self.ruler, task.reference) if self.config.reference else self.ruler
+
     def first_messages(self, task: JudgeTask, options: dict[str, Any]) -> list[dict[str, Any]]:
+        tools = list(task.tools) if task.tools else None
         if self.config.pointwise:
-            return pointwise_messages(list(task.trajectories[0]), self.ruler, list(task.tools) if task.tools else None)
+            return pointwise_messages(list(task.trajectories[0]), self.ruler_config(task), tools)
         return build_judge_messages([list(t) for t in task.trajectories], self.ids(task), self.presentation(task),
-                                    self.ruler, list(task.tools) if task.tools else None)
+                                    self.ruler_config(task), tools)
 
     def task_info(self) -> dict[str, Any]:
         return {"gold": list(self.task.gold)}

@@ -83,10 +83,53 @@ def pick_server(urls: str) -> str:
         >>> [pick_server("http://a:1, http://b:2") for _ in range(3)]
         ['http://a:1', 'http://b:2', 'http://a:1']
     """
-    servers = tuple(u.strip().rstrip("/") for u in urls.split(",") if u.strip())
+    servers = tuple(server_urls(urls))
     with _SERVER_LOCK:
         turn = next(_SERVER_TURNS.setdefault(servers, itertools.count()))
     return servers[turn % len(servers)]
+
+
+def server_urls(servers: str) -> list[str]:
+    """The URLs of a comma-separated list, without trailing slashes."""
+    return [u.strip().rstrip("/") for u in servers.split(",") if u.strip()]
+
+
+def served_variant(env_id: str, kwargs: dict[str, Any], servers: str, timeout_s: float = 10.0) -> tuple[str, dict[str, Any]]:
+    """The id and kwargs that play ``env_id``'s episodes on ``servers`` (comma-separated URLs of
+    ``rubricgym serve <base id>``): ``OpenEnv-v0`` with ``env_id``'s reward scheme, whose group
+    scoring stays in this process, where whole groups are. The family's knobs are the servers'
+    (start them with the run's); each server is asked which env it serves, and one serving another
+    base env, or none, is refused here.
+
+    Examples:
+        >>> served_variant("MathRuler-v0", {"judge": "oracle:1.0", "levels": (1,)}, "http://a:1,http://b:2")  # doctest: +SKIP
+        ('OpenEnvRuler-v0', {'url': 'http://a:1,http://b:2', 'judge': 'oracle:1.0'})
+    """
+    import httpx
+
+    from rubricgym.registration import ENVS, base_env_id, scheme_of, split_kwargs
+
+    urls = server_urls(servers)
+    if not urls:
+        raise ValueError("env_servers is empty: give comma-separated OpenEnv server URLs (`rubricgym serve ID`)")
+    scheme = scheme_of(env_id)
+    served_id = f"OpenEnv{scheme.suffix}-v0" if scheme else "OpenEnv-v0"
+    if served_id not in ENVS:
+        usable = sorted(k for k in ENVS if k.startswith("OpenEnv"))
+        raise ValueError(f"{env_id}'s reward scheme ({scheme.name}) needs its family in this process; over served envs "
+                         f"only {usable} run (serve the judged id itself to score each session on the server)")
+    base = base_env_id(env_id)
+    for url in urls:
+        try:
+            response = httpx.get(url + "/metadata", timeout=timeout_s)
+            response.raise_for_status()
+            name = response.json().get("name")
+        except Exception as error:  # any failure: not an OpenEnv server we can reach
+            raise ConnectionError(f"cannot read the OpenEnv metadata at {url}/metadata: {error}") from error
+        if name != base:
+            raise ValueError(f"the server at {url} serves {name!r}, not {base!r} ({env_id}'s base env): "
+                             f"start it with `rubricgym serve {base}`")
+    return served_id, {"url": ",".join(urls), **split_kwargs(env_id, kwargs)[1]}
 
 
 def _schema(url: str, timeout_s: float) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import numpy as np
 
 import rubricgym  # noqa: F401  (registers the ids)
 from rubricgym.integrations.transcript import TokenTranscript
+from rubricgym.envs.served import served_variant
 from rubricgym.registration import check_env_kwargs, default_env, training_kwargs
 
 #: token ids, their log-probs and the decoded text of one sampled turn
@@ -50,6 +51,10 @@ class EnvRolloutConfig:
     """A registered id (``rubricgym envs``; empty: the default family's): judged variants score each group whole."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the env (``levels``, ``tools``, ``judge`` ...), over the family's training defaults."""
+    env_servers: str = ""
+    """Comma-separated OpenEnv servers (``rubricgym serve <base id>``, started with the same family
+    knobs) that play the episodes, a group's members spread over them in turn; the env's reward
+    scheme still scores each group whole here. The dataset's tasks are read in this process."""
     max_new_tokens: int | None = None
     """Tokens per model turn; None: the trainer's ``max_completion_length``."""
     max_steps: int = 32
@@ -177,6 +182,9 @@ class EnvRollout:
         # the family's training defaults under the given kwargs, checked now (before any model work)
         self.env_kwargs = training_kwargs(self.config.env_id, self.config.env_kwargs)
         check_env_kwargs(self.config.env_id, self.env_kwargs)
+        #: the id and kwargs that play the groups: the env itself, or OpenEnv-v0 on the servers
+        self.rollout_env = (self.config.env_id, self.env_kwargs) if not self.config.env_servers else \
+            served_variant(self.config.env_id, self.env_kwargs, self.config.env_servers)
         self._task_of_prompt: dict[str, str] = {}
         self._envs: dict[tuple[int, int], Any] = {}
         self.groups_played = 0
@@ -252,7 +260,8 @@ class EnvRollout:
         task_ids = [self.task_id_of(prompts[start]) for start in starts]
         key = (len(prompts), size)
         if key not in self._envs:
-            self._envs[key] = gym.make_vec(self.config.env_id, num_envs=len(prompts), group_size=size, **self.env_kwargs)
+            rollout_id, rollout_kwargs = self.rollout_env
+            self._envs[key] = gym.make_vec(rollout_id, num_envs=len(prompts), group_size=size, **rollout_kwargs)
         episodes = play_groups(self._envs[key], task_ids, self._generator(trainer), trainer.processing_class,
                                self.config.max_steps)
         self.groups_played += len(starts)

@@ -177,6 +177,52 @@ def test_pointwise_ruler_judges_each_answer_alone_by_probability():
     assert failed.failed and "pointwise scoring needs next-token probabilities" in failed.error
 
 
+def test_reference_guided_tasks_name_the_groups_reference_in_rulers_prompt():
+    """reference=True: the prompt is what MathRulerRef-v0's judge reads (RULER's, the rubric naming
+    the group's reference); the pointwise members carry it too; rows without one are refused."""
+    from rubricgym.app.judge_training import ruler_pairwise, teacher_rows
+    from rubricgym.judges.ruler import REFERENCE_BLOCK, RulerConfig, pointwise_messages, with_reference
+
+    group = {**GROUP, "reference": "5"}
+    env = JudgeGroupEnv(groups=[group], reference=True, pointwise=True)
+    obs, _ = env.reset(options={"task_id": "sum#1/t2"})
+    config = with_reference(RulerConfig(explanation_max_chars=0), "5")
+    assert obs == pointwise_messages(GROUP["trajectories"][1]["messages"], config)
+    assert REFERENCE_BLOCK.format(reference="5") in obs[0]["content"] + obs[-1]["content"]
+    plain = JudgeGroupEnv(groups=[group], pointwise=True).reset(options={"task_id": "sum#1/t2"})[0]
+    assert "<reference_answer>" not in json.dumps(plain)  # the row's reference is read only when asked for
+    assert all("<reference_answer>\n5\n" in " ".join(m["content"] for m in r["prompt"]) for r in teacher_rows(env, "verifier"))
+    with pytest.raises(ValueError, match="group sum#1 has none"):
+        JudgeGroupEnv(groups=[GROUP], reference=True)
+
+    class Reader:  # a judge that can only compare with the reference it is shown
+        name, default_timeout_s = "reader", 5.0
+
+        def expected_scores(self, messages, prefixes):
+            text = messages[0]["content"] + messages[-1]["content"]
+            shown = text.split("<reference_answer>\n")[1].split("\n")[0] if "<reference_answer>" in text else None
+            answer = messages[-1]["content"].split("<assistant>\n")[1].split("\n")[0]
+            return [0.9 if shown and shown in answer else 0.1], 10
+
+    from rubricgym.llm import LLM, LLMConfig
+
+    judge = LLM(Reader(), LLMConfig(cache_dir=None))
+    guided = JudgeGroupEnv(groups=[group], reference=True)
+    assert ruler_pairwise(judge, guided, progress=False, scoring="pointwise")["pairwise"] == 1.0
+    blind = JudgeGroupEnv(groups=[group])
+    assert ruler_pairwise(judge, blind, progress=False, scoring="pointwise")["pairwise"] == 0.5
+
+
+def test_built_in_math_groups_carry_their_tasks_reference():
+    import gymnasium as gym
+
+    env = gym.make("JudgeGroup-v0", split="test", reference=True).unwrapped
+    math = gym.make("Math-v0").unwrapped
+    for task in env.tasks[:5]:
+        math.reset(options={"task_id": task.id.split("#")[0]})
+        assert task.reference == math.reference()
+
+
 @pytest.mark.slow
 def test_a_trained_judge_loads_as_local_checkpoint_and_judges_differently(tmp_path):
     """Train one SFT step, load the checkpoint as ``local:<path>``: RULER's scores of the same
@@ -257,3 +303,8 @@ def test_judge_data_records_groups_with_their_verified_outcome(tmp_path):
     assert all(isinstance(t["correct"], bool) and t["messages"][-1]["role"] == "assistant"
                for r in rows for t in r["trajectories"])
     assert all(r["task_id"].startswith("ws-train-") for r in rows)
+    # the group's reference answer is recorded: reference-guided judges read it
+    env = gym.make("WordSort-v0").unwrapped
+    for row in rows:
+        env.reset(options={"task_id": row["task_id"]})
+        assert row["reference"] == env.reference() is not None

@@ -217,3 +217,69 @@ def test_sessions_spread_over_several_servers():
         _, rewards, terminated, _, info = envs.step(["zebra"] * 4)
         assert terminated.all() and len(info["trajectory"]) == 4
         envs.close()
+
+
+def test_served_variant_plays_a_runs_episodes_on_its_servers_and_refuses_the_wrong_ones():
+    """`env_servers` (train / bench / EnvRollout): the run's id becomes OpenEnv-v0 with its scheme on
+    the servers, family knobs left to them; a server of another env, a scheme that needs its family
+    in process, or a dead server is refused before any model work."""
+    from rubricgym.envs.served import served_variant
+
+    with serve_in_thread(make_app("Math-v0", levels=(1,))) as first, serve_in_thread(make_app("Math-v0", levels=(1,))) as second, \
+            serve_in_thread(make_app("WordSort-v0")) as other:
+        servers = f"{first}/, {second}"
+        assert served_variant("MathRuler-v0", {"levels": (1,), "judge": "oracle:1.0"}, servers) == (
+            "OpenEnvRuler-v0", {"url": f"{first},{second}", "judge": "oracle:1.0"})
+        assert served_variant("Math-v0", {"levels": (1,)}, first) == ("OpenEnv-v0", {"url": first})
+        with pytest.raises(ValueError, match=f"the server at {other} serves 'WordSort-v0', not 'Math-v0'"):
+            served_variant("MathRuler-v0", {}, f"{first},{other}")
+        with pytest.raises(ValueError, match="needs its family in this process"):
+            served_variant("MathRubric-v0", {}, first)
+        with pytest.raises(ValueError, match="env_servers is empty"):
+            served_variant("Math-v0", {}, " , ")
+    with pytest.raises(ConnectionError, match="cannot read the OpenEnv metadata"):
+        served_variant("Math-v0", {}, first, timeout_s=2)
+
+
+@pytest.mark.slow
+def test_our_trainer_and_trls_rollout_play_on_two_servers(tmp_path):
+    """`--env-servers`: our GRPO step and TRL's GRPOTrainer (EnvRollout) play every group on the
+    servers, members spread over both, RULER (oracle) scoring each group whole here."""
+    trl = require("trl", "trl")
+    from peft import LoraConfig
+
+    from rubricgym.agents.train import TrainConfig, Trainer
+    from rubricgym.app.cli import main
+    from rubricgym.integrations.trl import EnvRollout, EnvRolloutConfig, env_reward
+    from rubricgym.models import load_model_and_tokenizer
+
+    with serve_in_thread(make_app("Math-v0", levels=(1,))) as first, serve_in_thread(make_app("Math-v0", levels=(1,))) as second:
+        config = TrainConfig(env="MathRuler-v0", env_kwargs={"judge": "oracle:1.0"}, env_servers=f"{first},{second}", steps=1,
+                             group_size=2, groups_per_step=2, eval_tasks=2, output_dir=str(tmp_path / "ours"), report_to=("none",))
+        config.policy.max_new_tokens = 8
+        trainer = Trainer(config)
+        assert [env.unwrapped.url for env in trainer.envs.unwrapped.envs] == [first, second, first, second]
+        stats = trainer.train_step()
+        assert stats["judge_failed_groups"] == 0
+        assert all("ruler" in t.reward_components for group in trainer.last_batch.groups for t in group.trajectories)
+        trainer.envs.close()
+        assert main(["train", "--env", "Math-v0", "--env-servers", first, "--steps", "1", "--group-size", "2",
+                     "--groups-per-step", "1", "--eval-tasks", "2", "--max-new-tokens", "8",
+                     "--output-dir", str(tmp_path / "cli")]) == 0
+
+        rollout = EnvRollout(config=EnvRolloutConfig(env_id="MathRuler-v0", env_kwargs={"levels": (1,), "judge": "oracle:1.0"},
+                                                     env_servers=f"{first},{second}"))
+        assert rollout.rollout_env == ("OpenEnvRuler-v0", {"url": f"{first},{second}", "judge": "oracle:1.0"})
+        model, tokenizer = load_model_and_tokenizer(None)
+        args = trl.GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=4, num_generations=2,
+                              max_completion_length=16, max_steps=2, learning_rate=1e-4, logging_steps=1, report_to="none",
+                              use_cpu=True, bf16=False, save_strategy="no", seed=0)
+        grpo = trl.GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=env_reward, train_dataset=rollout.dataset(8),
+                               rollout_func=rollout, args=args,
+                               peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+        grpo.train()
+        assert rollout.groups_played == 4
+        urls = {env.unwrapped.url for envs in rollout._envs.values() for env in envs.unwrapped.envs}
+        assert urls == {first, second}
+        logged = [row for row in grpo.state.log_history if "loss" in row]
+        assert len(logged) == 2 and any("rubricgym/reward_components/ruler" in row for row in logged)

@@ -76,6 +76,12 @@ def test_report_of_a_judged_run_renders_in_a_real_browser(tmp_path, chromium):
             if not t["judged"]["ruler_failed"]:
                 assert f'{t["judged"]["ruler_score"]:.3f}' in dom and t["judged"]["ruler_explanation"] in dom
     assert 'id="curves"' in dom and "judge failed" in dom
+    # the reward diagnostics of every step (agents/diagnostics.py), in metrics.jsonl and on the page
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "reward" in m]
+    assert len(steps) == 2 and all({"group_reward_std", "zero_variance_fraction", "trained_fraction"} <= set(m) for m in steps)
+    assert all(0 <= m["zero_variance_fraction"] <= 1 and 0 <= m["trained_fraction"] <= 1 for m in steps)
+    assert "within-group reward std" in dom and "zero-variance groups" in dom and "completions that trained" in dom
 
 
 def test_report_of_rubric_groups_and_of_a_judged_file(tmp_path, chromium):

@@ -25,21 +25,15 @@ Examples:
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 from typing import Sequence
 
 from rubricgym.chatenv import ChatEnv
 from rubricgym.judges.base import Member
-from rubricgym.judges.ruler import RulerConfig, RulerScorer
+from rubricgym.judges.ruler import RulerConfig, RulerScorer, with_reference
 
 from .ruler import RULER, ruler_scorer
 from .scheme import RewardScheme
-
-REFERENCE_BLOCK = ("\n\nA reference answer for this task is given below. Judge correctness by agreement with it "
-                   "(equivalent forms count as agreeing); do not solve the task again yourself.\n"
-                   "<reference_answer>\n{reference}\n</reference_answer>")
-"""Appended to the rubric (the judge's instructions) when the group's episodes carry a reference."""
 
 
 class ReferenceRulerScorer(RulerScorer):
@@ -48,10 +42,7 @@ class ReferenceRulerScorer(RulerScorer):
     name = "ruler"  # the same components and info keys as RULER: tables and viewers read them alike
 
     def group_config(self, members: Sequence[Member]) -> RulerConfig:
-        reference = next((m.episode.reference for m in members if m.episode.reference), None)
-        if reference is None:
-            return self.config
-        return replace(self.config, rubric=self.config.rubric + REFERENCE_BLOCK.format(reference=reference))
+        return with_reference(self.config, next((m.episode.reference for m in members if m.episode.reference), None))
 
 
 def records_reference(env_class: type) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -45,8 +46,6 @@ def _policies(text: str) -> str:
 
 def _read_trajectories(path: str) -> tuple[list[str], list[list[dict]], list | None]:
     """JSONL rows: a message list, or {"id": ..., "messages": [...], "tools": [...]}."""
-    import json
-
     if not Path(path).is_file():
         raise SystemExit(f"{path}: no such file (expected JSONL: one message list, or {{id, messages, tools}}, per line)")
     labels, trajectories, tools = [], [], None
@@ -109,6 +108,16 @@ def cmd_judge_eval(args: argparse.Namespace) -> int:
     from rubricgym.app.llmbar import SUBSETS, judge_pairs, published_rows
     from rubricgym.judges.ruler import RulerConfig
 
+    if args.calibrate:
+        from rubricgym.app.calibration import judge_profile, profile_line
+
+        profile = judge_profile(args.judge, args.groups, args.limit or 0, args.scoring, args.threshold)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(profile, indent=1) + "\n")
+        print(profile_line(profile))
+        print(f"profile written to {args.output}")
+        return 0
+
     subsets = args.subsets.split(",")
     unknown = [s for s in subsets if s not in SUBSETS]
     if unknown:
@@ -166,8 +175,6 @@ def _spinner(description: str):
 
 def write_judged(path: str, labels: list[str], trajectories: list[list[dict]], tools: list | None, result, judge_name: str) -> None:
     """``rubricgym judge --output``: the judged group as one ``groups.jsonl`` row (``rubricgym view`` reads it)."""
-    import json
-
     from rubricgym.agents.logs import group_row
     from rubricgym.records import Group, Trajectory
 
@@ -495,6 +502,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--scoring", default="sampled", choices=["sampled", "probability", "pointwise"],
                    help="probability: G-Eval expected scores from the judge's next-token distribution (in-process judge); "
                    "pointwise: the same, each answer alone in its prompt (a judge trained with train-judge --pointwise)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="write the judge's error profile instead: false-positive / false-negative rates of its implied "
+                   "pass / fail, pairwise accuracy in each presentation order, ties (docs/judges.md)")
+    p.add_argument("--groups", default="math",
+                   help="--calibrate's labelled set: math (held-out math groups), llmbar:<subset>, or a groups.jsonl file")
+    p.add_argument("--threshold", type=float, default=0.5, help="--calibrate: a score at or above it passes")
+    p.add_argument("--output", default="judge_profile.json", help="--calibrate: where the profile (JSON) goes")
     p.set_defaults(func=cmd_judge_eval)
 
     p = sub.add_parser("data", help="list the public datasets envs read by name, or fetch their pinned upstream files")

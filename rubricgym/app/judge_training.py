@@ -20,6 +20,7 @@ import json
 import random
 import time
 from dataclasses import dataclass, field, replace
+from itertools import combinations
 from pathlib import Path
 from typing import Any, Literal
 
@@ -71,6 +72,9 @@ class JudgeTrainingConfig:
     used with ``scoring="pointwise"``, which reads its score by probability; the curve is measured
     that way too. The teacher's scores are written as one decimal in [0.1, 0.9] (the digit the
     reader reads after ``0.``)."""
+    reference: bool = False
+    """Train a reference-guided judge (``JudgeGroup-v0`` with ``reference=True``): its prompt names
+    the task's reference answer, as ``<Family>RulerRef-v0`` judges; measured and used that way."""
     balance: bool = True
     """Pointwise SFT rows: as many good answers (teacher score above 0.5) as bad ones (the
     majority is subsampled, seeded), so the judge cannot win by always saying the common verdict."""
@@ -86,6 +90,7 @@ def judge_env(groups: str, split: str = "train", **kwargs: Any) -> JudgeGroupEnv
 
 
 def eval_env(config: JudgeTrainingConfig, **kwargs: Any) -> JudgeGroupEnv:
+    kwargs.setdefault("reference", config.reference)
     if config.eval_groups:
         return judge_env(config.eval_groups, **kwargs)
     if config.groups != "math":
@@ -155,21 +160,23 @@ def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress
     ``scoring``: RULER's (``sampled``, ``probability``, ``pointwise``)."""
     from tqdm import tqdm
 
-    from rubricgym.judges.ruler import RulerConfig, oracle_ruler_result, ruler_score_sync
+    from rubricgym.judges.ruler import oracle_ruler_result, ruler_score_sync
     from rubricgym.llm import make_llm
 
     tasks = env.tasks[: max_groups or None]
     oracle = OracleJudge.parse(judge) if is_oracle(judge) else None
     llm = None if oracle else make_llm(judge)
-    config = RulerConfig(**{**env.config.ruler, "dedup": False, "max_tokens": max_tokens, "max_fixes": max_fixes,
-                            "scoring": scoring})
+    settings = {"dedup": False, "max_tokens": max_tokens, "max_fixes": max_fixes, "scoring": scoring}
     agreements, failed, tokens, start = [], 0, [0, 0], time.perf_counter()
+    members: list[tuple[float, bool]] = []  # (score, whether the member is among the group's best)
+    ties = 0
     for task in tqdm(tasks, desc=f"judging held-out groups ({judge})", unit="group", disable=not progress):
         order = env.presentation(task)
         shown = [list(task.trajectories[i]) for i in order]
         if oracle is not None:
             result = oracle_ruler_result(oracle, task.id, [task.gold[i] == max(task.gold) for i in order])
         else:
+            config = replace(env.ruler_config(task), **settings)  # the env's prompt: its rubric, its reference
             result = ruler_score_sync(shown, llm, config, list(task.tools) if task.tools else None)
         tokens[0] += result.prompt_tokens
         tokens[1] += result.completion_tokens
@@ -177,11 +184,14 @@ def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress
             failed += 1
             agreements.append(0.5)
             continue
-        agreements.append(pair_agreement(list(result.scores), [task.gold[i] for i in order]))
+        gold = [task.gold[i] for i in order]
+        agreements.append(pair_agreement(list(result.scores), gold))
+        members += [(float(score), g == max(gold)) for score, g in zip(result.scores, gold)]
+        ties += sum(result.scores[i] == result.scores[j] for i, j in combinations(range(len(gold)), 2) if gold[i] != gold[j])
     seconds = time.perf_counter() - start
     return {"pairwise": float(np.mean(agreements)), "groups": len(tasks), "failed": failed,
             "prompt_tokens": tokens[0], "completion_tokens": tokens[1], "seconds_per_group": seconds / max(1, len(tasks)),
-            "per_group": agreements}
+            "per_group": agreements, "member_scores": members, "tied_pairs": ties}
 
 
 def in_memory_judge(policy: Policy) -> Any:
@@ -207,20 +217,25 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
     checkpoint: Path | None = None
     policy = Policy(config.policy)
 
+    measuring = [0.0]  # seconds spent on held-out readings (training time is the rest)
+
     def measure(stage: str, step: int) -> dict[str, float]:
+        began = time.perf_counter()
         if config.pointwise:  # as the judge will be used: each answer alone, its score read by probability
             read = ruler_pairwise(in_memory_judge(policy), held_out, config.max_eval_groups, progress=False, scoring="pointwise")
             measured = {"pairwise": read["pairwise"], "valid": 1.0 - read["failed"] / max(1, read["groups"])}
         else:
             measured = policy_pairwise(policy, held_out, config.max_eval_groups)
         curve.append({"stage": stage, "step": step, **measured})
+        measuring[0] += time.perf_counter() - began
         return measured
 
     start = time.perf_counter()
     if "sft" in config.method:
         orders = ("recorded",) if config.pointwise else config.sft_orders  # one answer per prompt: no order to vary
         rows = [row for order in orders for row in teacher_rows(
-            judge_env(config.groups, order=order, pointwise=config.pointwise), config.teacher, config.balance, config.seed)]
+            judge_env(config.groups, order=order, pointwise=config.pointwise, reference=config.reference), config.teacher,
+            config.balance, config.seed)]
         sft_config = replace(config.sft, eval_every=config.sft.eval_every or config.eval_every)
         sft(policy, rows, sft_config, out / "sft", on_eval=lambda step: measure("sft", step), progress=progress)
         checkpoint = max((out / "sft").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
@@ -229,7 +244,8 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
             measure("grpo", 0)
         base_steps = curve[-1]["step"] if curve else 0
         env_kwargs = {"groups": config.groups} if config.groups != "math" else {}
-        train_config = TrainConfig(env=JUDGE_ENV, env_kwargs={**env_kwargs, **({"pointwise": True} if config.pointwise else {})},
+        env_kwargs.update({k: True for k in ("pointwise", "reference") if getattr(config, k)})
+        train_config = TrainConfig(env=JUDGE_ENV, env_kwargs=env_kwargs,
                                    steps=config.grpo_steps, group_size=config.group_size,
                                    groups_per_step=config.groups_per_step, seed=config.seed, output_dir=str(out / "grpo"),
                                    report_to=("none",), record_groups=0, eval_tasks=1, policy=config.policy)
@@ -246,7 +262,8 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
     (out / "curve.json").write_text(json.dumps(curve, indent=1))
     plot = plot_curve(curve, out / "judge_curve.png", f"{config.method} judge, teacher {config.teacher}")
     return {"checkpoint": str(checkpoint), "curve": curve, "held_out_pairwise": curve[-1]["pairwise"],
-            "start_pairwise": curve[0]["pairwise"], "minutes": minutes, "plot": str(plot)}
+            "start_pairwise": curve[0]["pairwise"], "minutes": minutes, "training_minutes": minutes - measuring[0] / 60,
+            "plot": str(plot)}
 
 
 def plot_curve(curve: list[dict[str, Any]], path: Path, title: str) -> Path:

@@ -84,14 +84,12 @@ class PairVerdicts:
                 f"both={self.both_correct:.3f} ties={self.ties} failed={self.failures} "
                 f"s/pair={self.seconds / max(1, self.pairs):.2f}")
 
-    def interval(self, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-        """Bootstrap interval of :attr:`accuracy`, resampling pairs."""
-        if not self.correct:
-            return float("nan"), float("nan")
-        values = np.array([(a + b) / 2 for a, b in self.correct])
-        rng = np.random.default_rng(seed)
-        means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
-        return float(np.quantile(means, (1 - level) / 2)), float(np.quantile(means, 1 - (1 - level) / 2))
+    def interval(self, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+        """95 % bootstrap interval of :attr:`accuracy`, resampling pairs."""
+        from rubricgym.app.stats import mean_interval
+
+        interval = mean_interval([(a + b) / 2 for a, b in self.correct], resamples, seed)
+        return interval.low, interval.high
 
 
 def pair_trajectories(row: dict[str, Any], gold_first: bool) -> tuple[list[list[dict[str, str]]], int]:
@@ -124,7 +122,7 @@ def judge_pairs(judge: Any, subset: str, limit: int | None = None, api_base: str
             group, gold = pair_trajectories(row, gold_first)
             start = time.perf_counter()
             if oracle is not None:
-                result = oracle_ruler_result(oracle, f"{subset}-{index}-{gold_first}", [k == gold for k in range(2)])
+                result = oracle_ruler_result(oracle, f"{subset}-{index}-{gold_first}", [k == gold for k in range(2)], config)
             elif judge == "random":
                 scores = list(rng.random(2))
                 result = None

@@ -16,6 +16,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -61,6 +62,35 @@ class SchemeStats:
     def as_dict(self) -> dict:
         return {key: None if value is None else {**asdict(value), "significant": value.significant}
                 for key, value in (("mean", self.mean), ("gain", self.gain), ("difference", self.difference))}
+
+
+def mean_interval(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> Interval:
+    """The mean of ``values`` and its 95 % bootstrap interval (resampling the values; NaNs when empty).
+
+    Examples:
+        >>> str(mean_interval([1.0, 1.0, 1.0]))
+        '1.000 [1.00, 1.00]'
+    """
+    if not len(values):
+        return Interval(float("nan"), float("nan"), float("nan"))
+    array = np.asarray(values, dtype=float)
+    means = array[np.random.default_rng(seed).integers(0, len(array), size=(resamples, len(array)))].mean(axis=1)
+    return _interval(means, float(array.mean()))
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a rate (inside [0, 1], and sane at 0 or n successes; NaNs for n = 0).
+
+    Examples:
+        >>> [round(x, 3) for x in wilson(0, 20)]
+        [0.0, 0.161]
+    """
+    if n == 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _interval(samples: np.ndarray, point: float) -> Interval:

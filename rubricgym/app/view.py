@@ -19,6 +19,9 @@ from typing import Any
 
 CURVES = (("reward", "training reward"), ("train_accuracy", "training success"), ("eval_accuracy", "held-out accuracy"),
           ("approx_kl", "approx. KL"), ("entropy", "entropy"), ("clip_fraction", "clip fraction"),
+          # whether the reward can teach (agents/diagnostics.py): spread, silent groups, verifier agreement
+          ("group_reward_std", "within-group reward std"), ("zero_variance_fraction", "zero-variance groups"),
+          ("trained_fraction", "completions that trained"), ("reward_verifier_agreement", "reward-verifier agreement"),
           # RLCER's diagnostics (rubric runs only)
           ("rubric_valid_fraction", "rubric valid fraction"),
           ("rubric_informative_valid_fraction", "valid fraction, informative groups"),
@@ -70,9 +73,14 @@ def _checked_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def present_curves(metrics: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The (metric, label) of each curve the run has."""
+    return [(key, label) for key, label in CURVES if any(key in row for row in metrics)]
+
+
 def curves_png(metrics: list[dict[str, Any]]) -> str | None:
     """The run's curves as one PNG, base64-encoded (None without metrics)."""
-    present = [(key, label) for key, label in CURVES if any(key in row for row in metrics)]
+    present = present_curves(metrics)
     if not present:
         return None
     import matplotlib
@@ -113,7 +121,7 @@ def render(source: str | Path, output: str | Path | None = None) -> Path:
             steps.setdefault(group.get("step"), []).append(group)
         return template.render(title=title, curves=curves, groups=shown, failed=sum(g["failed"] for g in shown),
                                steps=sorted(steps.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)),
-                               metrics_rows=len(metrics))
+                               metrics_rows=len(metrics), curve_labels=[label for _, label in present_curves(metrics)])
 
     for index, group in enumerate(groups):
         group["index"] = index

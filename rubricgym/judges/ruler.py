@@ -155,6 +155,25 @@ def common_prefix_length(trajectories: Sequence[Sequence[Message]]) -> int:
     return n
 
 
+REFERENCE_BLOCK = ("\n\nA reference answer for this task is given below. Judge correctness by agreement with it "
+                   "(equivalent forms count as agreeing); do not solve the task again yourself.\n"
+                   "<reference_answer>\n{reference}\n</reference_answer>")
+"""Appended to the rubric (the judge's instructions) by reference-guided judging."""
+
+
+def with_reference(config: RulerConfig, reference: str | None) -> RulerConfig:
+    """``config`` for reference-guided judging (MT-Bench's reference-guided grading): the rubric
+    names the task's reference answer as the standard; unchanged when there is none.
+
+    Examples:
+        >>> with_reference(RulerConfig(rubric="Be right."), "6").rubric.endswith("<reference_answer>\\n6\\n</reference_answer>")
+        True
+    """
+    if reference is None:
+        return config
+    return replace(config, rubric=config.rubric + REFERENCE_BLOCK.format(reference=reference))
+
+
 def build_judge_messages(trajectories: Sequence[Sequence[Message]], ids: Sequence[str], order: Sequence[int],
                          config: RulerConfig, tools: list[dict[str, Any]] | None) -> list[Message]:
     """The judge's prompt for the unique ``trajectories`` presented in ``order``."""
@@ -231,13 +250,7 @@ async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | st
             unique_trajectories.append(trajectories[member])
     k = len(unique_trajectories)
     ids = [f"t{i + 1}" for i in range(k)]
-    rng = random.Random(config.seed)
-    orders = []
-    for p in range(max(1, config.permutations)):
-        order = list(range(k))
-        if p > 0 or config.shuffle:
-            rng.shuffle(order)
-        orders.append(order)
+    orders = presentation_orders(k, config)
 
     result = RulerResult([None] * n, [""] * n, unique=k)
     calls_before, hits_before = judge.usage.calls, judge.usage.cache_hits
@@ -336,13 +349,42 @@ def print_ruler_result(result: RulerResult, title: str = "RULER", labels: Sequen
     Console(stderr=True).print(table)
 
 
-def oracle_ruler_result(oracle: OracleJudge, seed: str, good: Sequence[bool | None]) -> RulerResult:
-    """What a simulated judge says about a group (labelled simulated in every explanation)."""
+def presentation_orders(k: int, config: RulerConfig) -> list[list[int]]:
+    """The orders in which a group of ``k`` is shown: ``config.permutations`` of them, the first
+    as recorded unless ``config.shuffle`` (seeded by ``config.seed``, so cached calls stay cached).
+
+    Examples:
+        >>> presentation_orders(3, RulerConfig())
+        [[0, 1, 2]]
+        >>> len(presentation_orders(3, RulerConfig(permutations=2)))
+        2
+    """
+    rng = random.Random(config.seed)
+    orders = []
+    for p in range(max(1, config.permutations)):
+        order = list(range(k))
+        if p > 0 or config.shuffle:
+            rng.shuffle(order)
+        orders.append(order)
+    return orders
+
+
+def oracle_ruler_result(oracle: OracleJudge, seed: str, good: Sequence[bool | None],
+                        config: RulerConfig | None = None) -> RulerResult:
+    """What a simulated judge says about a group (labelled simulated in every explanation), in
+    RULER's presentation orders of ``config`` (each order's scores mapped back and averaged, as
+    for a real judge: what corrects an order-following one)."""
     if any(g is None for g in good):
         return RulerResult([None] * len(good), [""] * len(good), failed=True,
                            error=f"{oracle.name} needs each member's verified outcome (episode.correct); one has none")
-    scores = oracle.scores([bool(g) for g in good], seed=seed)
-    return RulerResult(list(scores), [f"{oracle.name}: scored from the verified outcome"] * len(good), unique=len(good))
+    orders = presentation_orders(len(good), config) if config is not None else [list(range(len(good)))]
+    totals = [0.0] * len(good)
+    for p, order in enumerate(orders):
+        shown = oracle.scores([bool(good[i]) for i in order], seed=seed if p == 0 else f"{seed}|order{p}")
+        for position, member in enumerate(order):
+            totals[member] += shown[position]
+    scores = [total / len(orders) for total in totals]
+    return RulerResult(scores, [f"{oracle.name}: scored from the verified outcome"] * len(good), unique=len(good))
 
 
 class RulerScorer:
@@ -373,7 +415,7 @@ class RulerScorer:
 
     def oracle_result(self, task_id: str, members: Sequence[Member]) -> RulerResult:
         seed = task_id + "|" + "|".join(m.episode.answer or "" for m in members)
-        return oracle_ruler_result(self.oracle, seed, [m.episode.correct for m in members])
+        return oracle_ruler_result(self.oracle, seed, [m.episode.correct for m in members], self.config)
 
     def group_config(self, members: Sequence[Member]) -> RulerConfig:
         """The RULER settings for one group (subclasses adapt them to the group, e.g. its reference)."""
