@@ -105,8 +105,6 @@ def served_variant(env_id: str, kwargs: dict[str, Any], servers: str, timeout_s:
         >>> served_variant("MathRuler-v0", {"judge": "oracle:1.0", "levels": (1,)}, "http://a:1,http://b:2")  # doctest: +SKIP
         ('OpenEnvRuler-v0', {'url': 'http://a:1,http://b:2', 'judge': 'oracle:1.0'})
     """
-    import httpx
-
     from rubricgym.registration import ENVS, base_env_id, scheme_of, split_kwargs
 
     urls = server_urls(servers)
@@ -120,27 +118,24 @@ def served_variant(env_id: str, kwargs: dict[str, Any], servers: str, timeout_s:
                          f"only {usable} run (serve the judged id itself to score each session on the server)")
     base = base_env_id(env_id)
     for url in urls:
-        try:
-            response = httpx.get(url + "/metadata", timeout=timeout_s)
-            response.raise_for_status()
-            name = response.json().get("name")
-        except Exception as error:  # any failure: not an OpenEnv server we can reach
-            raise ConnectionError(f"cannot read the OpenEnv metadata at {url}/metadata: {error}") from error
+        name = _server_json(url, "metadata", timeout_s).get("name")
         if name != base:
             raise ValueError(f"the server at {url} serves {name!r}, not {base!r} ({env_id}'s base env): "
                              f"start it with `rubricgym serve {base}`")
     return served_id, {"url": ",".join(urls), **split_kwargs(env_id, kwargs)[1]}
 
 
-def _schema(url: str, timeout_s: float) -> dict[str, Any]:
+def _server_json(url: str, path: str, timeout_s: float) -> dict[str, Any]:
+    """One JSON document of an OpenEnv server (``schema``, ``metadata``); any failure is a ConnectionError naming it."""
     import httpx
 
+    where = f"{url.rstrip('/')}/{path}"
     try:
-        response = httpx.get(url.rstrip("/") + "/schema", timeout=timeout_s)
+        response = httpx.get(where, timeout=timeout_s)
         response.raise_for_status()
         return response.json()
     except Exception as error:  # any failure: the URL is not an OpenEnv server we can reach
-        raise ConnectionError(f"cannot read the OpenEnv schema at {url.rstrip('/')}/schema: {error}") from error
+        raise ConnectionError(f"cannot read the OpenEnv {path} at {where}: {error}") from error
 
 
 def text_field(action_schema: dict[str, Any]) -> str:
@@ -200,7 +195,7 @@ class OpenEnvEnv(gym.Env):
         self.render_mode = render_mode
         #: this env's server: the next of the given ones in turn
         self.url = pick_server(cfg.url)
-        schema = _schema(self.url, cfg.connect_timeout_s)
+        schema = _server_json(self.url, "schema", cfg.connect_timeout_s)
         action_props = (schema.get("action") or {}).get("properties") or {}
         observation_props = (schema.get("observation") or {}).get("properties") or {}
         #: a rubricgym server: chat observations with the env's own info in their metadata
