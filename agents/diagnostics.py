@@ -22,10 +22,11 @@ Examples:
 
 from __future__ import annotations
 
-from itertools import combinations
 from typing import Any, Sequence
 
 import numpy as np
+
+from rubricgym.judges.base import pair_outcomes
 
 
 def reward_diagnostics(groups: Sequence[Any]) -> dict[str, float]:
@@ -33,21 +34,18 @@ def reward_diagnostics(groups: Sequence[Any]) -> dict[str, float]:
     ``zero_variance_fraction`` (groups whose members all got one reward) and, over the pairs of
     members whose verified outcomes differ, ``reward_verifier_agreement`` (the share the reward
     orders as the verifier does, ties half; absent when no group has such a pair)."""
-    spreads, agree, pairs = [], 0.0, 0
+    spreads, agreements = [], []
     for group in groups:
         rewards = [float(t.reward) for t in group.trajectories]
         if len(rewards) < 2:
             continue
         spreads.append(float(np.std(rewards)))
-        correct = [None if t.episode is None else t.episode.correct for t in group.trajectories]
-        for i, j in combinations(range(len(rewards)), 2):
-            if correct[i] is None or correct[j] is None or correct[i] == correct[j]:
-                continue
-            pairs += 1
-            agree += 0.5 if rewards[i] == rewards[j] else float((rewards[i] > rewards[j]) == bool(correct[i]))
+        verified = [(reward, float(t.episode.correct)) for reward, t in zip(rewards, group.trajectories)
+                    if t.episode is not None and t.episode.correct is not None]
+        agreements += [agreement for _, agreement in pair_outcomes(*map(list, zip(*verified)))] if verified else []
     if not spreads:
         return {}
     stats = {"group_reward_std": float(np.mean(spreads)), "zero_variance_fraction": float(np.mean([s == 0 for s in spreads]))}
-    if pairs:
-        stats["reward_verifier_agreement"] = agree / pairs
+    if agreements:
+        stats["reward_verifier_agreement"] = float(np.mean(agreements))
     return stats

@@ -127,7 +127,7 @@ def group_row(group: Any, step: int | None, source: str, labels: list[str] | Non
     trajectories = []
     for index, trajectory in enumerate(group.trajectories):
         judged = dict(trajectory.metadata.get("judged") or {})
-        group_info = judged.pop("group", {})
+        judged.pop("group", None)  # the group's own judgement is written once, below, not per member
         trajectories.append({
             "id": labels[index] if labels else trajectory.id,
             "messages": [{**m, "content": _cut(m.get("content"))} for m in trajectory.messages],

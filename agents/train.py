@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rubricgym.envs.served import served_variant
-from rubricgym.registration import check_env_kwargs, default_env, held_out, training_kwargs
+from rubricgym.registration import check_env_kwargs, default_env, held_out, training_kwargs, with_judge_correction
 
 from . import distributed
 from .checkpoints import (latest_checkpoint, load_adapter, load_trainer_state, plain_config, rng_state, save_checkpoint,
@@ -45,6 +45,10 @@ class TrainConfig:
     knobs) that play the training episodes instead of envs in this process, a group's members spread
     over them in turn; the reward scheme still scores whole groups here. Held-out evaluation stays
     in this process, on the base env."""
+    judge_correction: str = ""
+    """A judge's calibrated error profile (``rubricgym judge-eval --calibrate --output <file>``) that
+    corrects the env's judge: the group read as often as the profile says, each score corrected
+    (``correction`` of a RULER variant; :mod:`rubricgym.judges.correction`). Empty: none."""
     eval_env_kwargs: dict[str, Any] | None = None
     """Held-out env kwargs (of the base env); default: the family's held-out kwargs for ``env_kwargs``."""
     algo: Literal["grpo", "ppo"] = "grpo"
@@ -104,6 +108,8 @@ class Trainer:
         if config.algo not in ("grpo", "ppo"):
             raise ValueError(f"algo must be 'grpo' or 'ppo', got {config.algo!r}")
         config.env = config.env or default_env()
+        if config.judge_correction:
+            config.env_kwargs = with_judge_correction(config.env, config.env_kwargs, config.judge_correction)
         # an unknown id or knob fails here, before the model loads
         check_env_kwargs(config.env, training_kwargs(config.env, config.env_kwargs))
         check_report_to(config.report_to)

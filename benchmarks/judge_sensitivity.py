@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -49,19 +50,31 @@ DONE = Path("/tmp/rubricgym-sensitivity/done")
 """Finished runs (one JSON each): an interrupted sweep picks up where it stopped."""
 
 
-def train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tasks: int) -> list[bool]:
+def run_name(reward: str) -> str:
+    """A file name for a reward (the judge grammar's ``:``, ``,``, ``=`` and ``|`` made safe).
+
+    Example:
+        >>> run_name("oracle:fp=0.3,fn=0.05"), run_name("oracle:0.7|min_group_std=0.25")
+        ('oracle_fp_0.3_fn_0.05', 'oracle_0.7_min_group_std_0.25')
+    """
+    return re.sub(r"[^A-Za-z0-9.]+", "_", reward)
+
+
+def train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tasks: int, correction: str = "") -> list[bool]:
     """Per held-out task: solved after ``steps`` GRPO steps under ``reward`` (see :func:`parse_reward`;
-    ``steps=0``: the untrained weights)."""
-    done = DONE / f"{reward.replace(':', '_').replace('|', '_')}-seed{seed}-steps{steps}-level{level}-tasks{eval_tasks}.json"
+    ``steps=0``: the untrained weights), the judge corrected by the profile file ``correction`` if given."""
+    tag = f"-corrected-{run_name(Path(correction).stem)}" if correction else ""
+    done = DONE / f"{run_name(reward)}{tag}-seed{seed}-steps{steps}-level{level}-tasks{eval_tasks}.json"
     if done.is_file():
         return json.loads(done.read_text())
-    solved = _train_and_evaluate(reward, seed, steps, level, eval_tasks)
+    solved = _train_and_evaluate(reward, seed, steps, level, eval_tasks, correction, tag)
     DONE.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(solved))
     return solved
 
 
-def _train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tasks: int) -> list[bool]:
+def _train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tasks: int, correction: str = "",
+                        tag: str = "") -> list[bool]:
     from rubricgym.agents.evaluation import make_envs
     from rubricgym.agents.grpo import GRPOConfig
     from rubricgym.agents.policy import PolicyConfig
@@ -73,7 +86,7 @@ def _train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tas
         ("MathRuler-v0", {"levels": (level,), "judge": judge, "combine": "replace"})
     config = TrainConfig(env=env, env_kwargs=env_kwargs, steps=steps, seed=seed, eval_tasks=0, checkpoint_every=0,
                          record_groups=0, report_to=(), show_completions=0, grpo=GRPOConfig(min_group_std=floor),
-                         output_dir=f"/tmp/rubricgym-sensitivity/{reward.replace(':', '_').replace('|', '_')}-{seed}",
+                         judge_correction=correction, output_dir=f"/tmp/rubricgym-sensitivity/{run_name(reward)}{tag}-{seed}",
                          policy=PolicyConfig(cpu_threads="fixed"))
     trainer = Trainer(config)
     while trainer.step < steps:

@@ -30,11 +30,11 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field, replace
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from rubricgym.data import read_file
+from rubricgym.judges.base import pair_agreement
 from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, make_config
 from rubricgym.judges.ruler import (RulerConfig, RulerResponse, build_judge_messages, check_response_ids, pointwise_messages,
                                     with_reference)
@@ -96,22 +96,6 @@ class JudgeTask:
     gold: tuple[float, ...]
     tools: tuple[dict[str, Any], ...] | None = None
     reference: str | None = None
-
-
-def pair_agreement(scores: list[float], gold: list[float]) -> float:
-    """Share of the pairs with different gold that ``scores`` order the same way (ties half).
-
-    Examples:
-        >>> pair_agreement([0.9, 0.1, 0.5], [1, 0, 0])
-        1.0
-        >>> pair_agreement([0.2, 0.2], [1, 0])
-        0.5
-    """
-    pairs = [(i, j) for i, j in combinations(range(len(gold)), 2) if gold[i] != gold[j]]
-    if not pairs:
-        raise ValueError("no pair of members has different gold")
-    agree = sum(0.5 if scores[i] == scores[j] else float((scores[i] > scores[j]) == (gold[i] > gold[j])) for i, j in pairs)
-    return agree / len(pairs)
 
 
 def member_tasks(task: JudgeTask) -> list[JudgeTask]:

@@ -203,6 +203,30 @@ def held_out(env_id: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return base_env_id(env_id), cls.held_out_kwargs(env_kwargs) if hasattr(cls, "held_out_kwargs") else env_kwargs
 
 
+CORRECTION_KNOB = "correction"
+"""The knob of a judged scheme that takes a judge's calibrated error profile (RULER's)."""
+
+
+def with_judge_correction(env_id: str, kwargs: dict[str, Any], profile: str) -> dict[str, Any]:
+    """``kwargs`` with the judge correction of the profile file ``profile`` (``--judge-correction``);
+    refused for an env whose scheme has no judge to correct, and for a missing or unusable profile.
+
+    Examples:
+        >>> with_judge_correction("Math-v0", {}, "judge_profile.json")
+        Traceback (most recent call last):
+        ...
+        ValueError: --judge-correction corrects a judge's scores: Math-v0 has none (use a RULER variant such as MathRuler-v0)
+    """
+    from rubricgym.judges.correction import JudgeCorrection
+
+    scheme = scheme_of(env_id)
+    if scheme is None or CORRECTION_KNOB not in scheme.knobs:
+        raise ValueError(f"--judge-correction corrects a judge's scores: {env_id} has none "
+                         f"(use a RULER variant such as {base_env_id(env_id).removesuffix('-v0')}Ruler-v0)")
+    JudgeCorrection.load(profile)
+    return {**kwargs, CORRECTION_KNOB: profile}
+
+
 def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
     """Refuse an unknown id, unknown or invalid family knobs, or a scheme knob the scheme lacks,
     with the family's own message: a run calls this before it loads a model."""

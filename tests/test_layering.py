@@ -77,7 +77,8 @@ def test_dependencies_point_one_way(folder, forbidden):
 def test_the_judge_family_reads_only_the_judges_prompt_format():
     assert violations("envs", ("rubricgym.wrappers", "rubricgym.agents", "rubricgym.app")) == []
     reached = {m for _, m in imports(ROOT / "envs" / "judge.py") if m.startswith(("rubricgym.judges", "rubricgym.llm"))}
-    assert reached == {"rubricgym.judges.ruler", "rubricgym.llm.jsonutil"}
+    # (and the pairwise-agreement rule its reward is, shared with the judge cores in judges.base)
+    assert reached == {"rubricgym.judges.ruler", "rubricgym.judges.base", "rubricgym.llm.jsonutil"}
 
 
 def test_testing_doubles_are_below_nothing():

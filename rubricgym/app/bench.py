@@ -30,8 +30,8 @@ import numpy as np
 from rubricgym.judges.oracle import is_oracle
 from rubricgym.judges.ruler import RulerConfig
 from rubricgym.llm import LLM, LLMConfig, make_llm
-from rubricgym.registration import (ENVS, SCHEMES, base_env_id, check_env_kwargs, env_class, held_out, scheme_of,
-                                    training_kwargs)
+from rubricgym.registration import (CORRECTION_KNOB, ENVS, SCHEMES, base_env_id, check_env_kwargs, env_class, held_out,
+                                    scheme_of, training_kwargs)
 
 from rubricgym.agents.policy import PolicyConfig
 from rubricgym.agents.evaluation import evaluate
@@ -120,6 +120,9 @@ class BenchConfig:
     """How RULER reads scores: ``sampled`` (the judge writes them; any judge) or ``probability``
     (G-Eval expected scores; the in-process judge only). Sampled, the in-process judge ties whole
     groups; by probability it ranks (at chance on LLMBar)."""
+    judge_correction: str = ""
+    """A judge's calibrated error profile (``rubricgym judge-eval --calibrate --output <file>``) that
+    corrects the judge of every row whose scheme reads one (RULER's); empty: none."""
     resamples: int = 4000
     """Bootstrap resamples per interval."""
     output_dir: str = "benchmarks/results"
@@ -138,7 +141,8 @@ class BenchConfig:
     trained again; the intervals are recomputed with this run's rows."""
 
     def __post_init__(self):
-        RulerConfig(scoring=self.judge_scoring)  # RULER's own check, before the reference spends minutes
+        # RULER's own checks (scoring, the profile), before the reference spends minutes
+        RulerConfig(scoring=self.judge_scoring, correction=self.judge_correction)
         self.envs = tuple(self.envs) or bench_envs()
         if self.rows and len(self.envs) != 1:
             raise ValueError(f"explicit bench rows are for one family; got envs {self.envs}")
@@ -156,7 +160,8 @@ def _row_kwargs(env_id: str, row: BenchRow, config: BenchConfig, judge: LLM) -> 
     scheme = scheme_of(row.env_id)
     if scheme is not None and scheme.judge_knob:
         settings = {scheme.judge_knob: judge, "max_tokens": config.judge_max_tokens, "max_fixes": config.judge_max_fixes,
-                    "explanation_max_chars": config.judge_explanation_chars, "scoring": config.judge_scoring}
+                    "explanation_max_chars": config.judge_explanation_chars, "scoring": config.judge_scoring,
+                    **({CORRECTION_KNOB: config.judge_correction} if config.judge_correction else {})}
         kwargs.update({k: v for k, v in settings.items() if (k == scheme.judge_knob or k in scheme.knobs) and k not in row.knobs})
     return kwargs
 

@@ -116,6 +116,12 @@ def cmd_judge_eval(args: argparse.Namespace) -> int:
         Path(args.output).write_text(json.dumps(profile, indent=1) + "\n")
         print(profile_line(profile))
         print(f"profile written to {args.output}")
+        from rubricgym.judges.correction import JudgeCorrection
+
+        try:  # what --judge-correction would do with it
+            print(f"--judge-correction {args.output}: {JudgeCorrection.from_profile(profile).describe()}")
+        except ValueError as err:
+            print(f"--judge-correction {args.output}: refused: {err}")
         return 0
 
     subsets = args.subsets.split(",")

@@ -20,7 +20,6 @@ import json
 import random
 import time
 from dataclasses import dataclass, field, replace
-from itertools import combinations
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +27,8 @@ import numpy as np
 
 from rubricgym.agents.policy import Policy, PolicyConfig
 from rubricgym.agents.sft import SFTConfig, sft
-from rubricgym.envs.judge import JudgeGroupEnv, pair_agreement
+from rubricgym.envs.judge import JudgeGroupEnv
+from rubricgym.judges.base import pair_agreement, pair_outcomes
 from rubricgym.judges.oracle import OracleJudge, is_oracle
 
 JUDGE_ENV = "JudgeGroup-v0"
@@ -169,6 +169,7 @@ def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress
     settings = {"dedup": False, "max_tokens": max_tokens, "max_fixes": max_fixes, "scoring": scoring}
     agreements, failed, tokens, start = [], 0, [0, 0], time.perf_counter()
     members: list[tuple[float, bool]] = []  # (score, whether the member is among the group's best)
+    pairs: list[tuple[bool, float]] = []  # (the better one shown first, agreement) of every pair read
     ties = 0
     for task in tqdm(tasks, desc=f"judging held-out groups ({judge})", unit="group", disable=not progress):
         order = env.presentation(task)
@@ -185,13 +186,15 @@ def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress
             agreements.append(0.5)
             continue
         gold = [task.gold[i] for i in order]
+        outcomes = pair_outcomes(list(result.scores), gold)
         agreements.append(pair_agreement(list(result.scores), gold))
+        pairs += outcomes
         members += [(float(score), g == max(gold)) for score, g in zip(result.scores, gold)]
-        ties += sum(result.scores[i] == result.scores[j] for i, j in combinations(range(len(gold)), 2) if gold[i] != gold[j])
+        ties += sum(agreement == 0.5 for _, agreement in outcomes)
     seconds = time.perf_counter() - start
     return {"pairwise": float(np.mean(agreements)), "groups": len(tasks), "failed": failed,
             "prompt_tokens": tokens[0], "completion_tokens": tokens[1], "seconds_per_group": seconds / max(1, len(tasks)),
-            "per_group": agreements, "member_scores": members, "tied_pairs": ties}
+            "per_group": agreements, "member_scores": members, "pairs": pairs, "tied_pairs": ties}
 
 
 def in_memory_judge(policy: Policy) -> Any:

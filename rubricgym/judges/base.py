@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from itertools import combinations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, Union
 
@@ -220,3 +221,28 @@ def run_sync(coroutine):
     return asyncio.run_coroutine_threadsafe(coroutine, _JUDGE_LOOP.get()).result()
 
 
+def pair_outcomes(scores: list[float], gold: list[float]) -> list[tuple[bool, float]]:
+    """For each pair of members with different gold, in presentation order: whether the better one
+    is shown first, and whether ``scores`` order the pair as the gold does (1, 0; a tie 0.5).
+
+    Examples:
+        >>> pair_outcomes([0.6, 0.9, 0.95], [0, 1, 0])
+        [(False, 1.0), (True, 0.0)]
+    """
+    return [(gold[i] > gold[j], 0.5 if scores[i] == scores[j] else float((scores[i] > scores[j]) == (gold[i] > gold[j])))
+            for i, j in combinations(range(len(gold)), 2) if gold[i] != gold[j]]
+
+
+def pair_agreement(scores: list[float], gold: list[float]) -> float:
+    """Share of the pairs with different gold that ``scores`` order the same way (ties half).
+
+    Examples:
+        >>> pair_agreement([0.9, 0.1, 0.5], [1, 0, 0])
+        1.0
+        >>> pair_agreement([0.2, 0.2], [1, 0])
+        0.5
+    """
+    outcomes = pair_outcomes(scores, gold)
+    if not outcomes:
+        raise ValueError("no pair of members has different gold")
+    return sum(agreement for _, agreement in outcomes) / len(outcomes)

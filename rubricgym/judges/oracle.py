@@ -19,7 +19,8 @@ Two more kinds of error, the ones real judges make (the judge-noise issue), writ
 * ``order=<q>``: an order-following judge: with probability ``q`` a group's scores follow its
   presentation order (the first shown best, falling evenly to the last), whatever the quality;
   otherwise the judge's usual scores. Averaging over presentation orders (RULER's
-  ``permutations``) is what corrects it.
+  ``permutations``) is what corrects it; ``--judge-correction <profile>`` finds that from a
+  calibrated profile (:mod:`rubricgym.judges.correction`).
 
 ``accuracy`` and ``bias`` take the same form (``oracle:accuracy=0.8,bias=0.5`` is
 ``oracle:0.8:0.5``); ``order`` combines with either kind.

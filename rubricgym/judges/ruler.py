@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from rubricgym.judges.correction import JudgeCorrection
 from rubricgym.judges.oracle import OracleJudge, is_oracle
 from rubricgym.llm import LLM, LLMCallError, make_llm
 
@@ -106,12 +107,31 @@ class RulerConfig:
     probability as above. No position bias and no cross-talk between trajectories: the mode of a
     small judge trained for the task (``rubricgym train-judge --pointwise``); one call per
     trajectory, each repeating the instructions (a group of four reads about 1,500 prompt tokens)."""
+    correction: str = ""
+    """A judge's calibrated error profile (``rubricgym judge-eval --calibrate --output <file>``):
+    the group is read as often as the profile says (each read in its own order) and each score
+    corrected by its error rates (:mod:`rubricgym.judges.correction`). Empty: scores as read."""
+    correction_method: str = "posterior"
+    """How a profile corrects scores: ``posterior`` (P(good | reads)), ``backward`` or ``forward``
+    (Cai et al.; on one read both are affine, which GRPO's group standardisation undoes)."""
     debug: bool = False
     """Print each group's scores and the judge's reasoning (rich)."""
 
     def __post_init__(self):
         if self.scoring not in SCORINGS:
             raise ValueError(f"scoring must be one of {', '.join(map(repr, SCORINGS))}, got {self.scoring!r}")
+        self.judge_correction()  # a missing or unusable profile fails here, not at the first group
+
+    def judge_correction(self) -> JudgeCorrection | None:
+        """The correction ``correction`` names (None without one)."""
+        return JudgeCorrection.load(self.correction, self.correction_method) if self.correction else None
+
+    def reading(self) -> "RulerConfig":
+        """The settings a group is read with: at least the correction's reads, as permutations."""
+        correction = self.judge_correction()
+        if correction is None or correction.reads <= self.permutations:
+            return self
+        return replace(self, permutations=correction.reads)
 
 
 @dataclass
@@ -231,8 +251,26 @@ def check_response_ids(expected: Sequence[str]):
 
 async def ruler_score(trajectories: Sequence[Sequence[Message]], judge: LLM | str, config: RulerConfig | None = None,
                       tools: list[dict[str, Any]] | None = None) -> RulerResult:
-    """Score message lists of one scenario relative to each other; one judge call per permutation."""
+    """Score message lists of one scenario relative to each other; one judge call per permutation
+    (and as many reads as ``config.correction`` asks, its correction applied to the scores)."""
     config = config or RulerConfig()
+    result = await _read_scores(trajectories, judge, config.reading(), tools)
+    return corrected(result, config.judge_correction())
+
+
+def corrected(result: RulerResult, correction: JudgeCorrection | None) -> RulerResult:
+    """``result`` with each score replaced by its corrected score (unchanged without a correction or on failure)."""
+    if correction is None or result.failed:
+        return result
+    result.scores = [None if score is None else correction.corrected(score) for score in result.scores]
+    result.explanations = [f"{why} [{correction.method}-corrected over {correction.reads} read(s)]".lstrip()
+                           for why in result.explanations]
+    return result
+
+
+async def _read_scores(trajectories: Sequence[Sequence[Message]], judge: LLM | str, config: RulerConfig,
+                       tools: list[dict[str, Any]] | None) -> RulerResult:
+    """RULER's reads of one group as ``config`` says, the scores of every read averaged."""
     judge = make_llm(judge)
     n = len(trajectories)
     if n == 0:
@@ -377,14 +415,15 @@ def oracle_ruler_result(oracle: OracleJudge, seed: str, good: Sequence[bool | No
     if any(g is None for g in good):
         return RulerResult([None] * len(good), [""] * len(good), failed=True,
                            error=f"{oracle.name} needs each member's verified outcome (episode.correct); one has none")
-    orders = presentation_orders(len(good), config) if config is not None else [list(range(len(good)))]
+    orders = presentation_orders(len(good), config.reading()) if config is not None else [list(range(len(good)))]
     totals = [0.0] * len(good)
     for p, order in enumerate(orders):
         shown = oracle.scores([bool(good[i]) for i in order], seed=seed if p == 0 else f"{seed}|order{p}")
         for position, member in enumerate(order):
             totals[member] += shown[position]
     scores = [total / len(orders) for total in totals]
-    return RulerResult(scores, [f"{oracle.name}: scored from the verified outcome"] * len(good), unique=len(good))
+    result = RulerResult(scores, [f"{oracle.name}: scored from the verified outcome"] * len(good), unique=len(good))
+    return corrected(result, config.judge_correction() if config is not None else None)
 
 
 class RulerScorer:
