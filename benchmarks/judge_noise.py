@@ -40,7 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from judge_sensitivity import RESULTS, train_and_evaluate  # noqa: E402  (this folder is on sys.path)
+from judge_sensitivity import RESULTS, run_name, train_and_evaluate  # noqa: E402  (this folder is on sys.path)
 
 from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 from rubricgym.app.stats import paired_bootstrap  # noqa: E402
@@ -74,8 +74,6 @@ def profile_for(judge: str, limit: int) -> str:
     does) and write its profile under the results; returns the profile's path."""
     from rubricgym.app.calibration import judge_profile, profile_line
     from rubricgym.judges.correction import JudgeCorrection
-
-    from judge_sensitivity import run_name
 
     path = RESULTS / "judge_noise_profiles" / f"{run_name(judge.removeprefix('oracle:'))}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,18 @@ def test_the_profile_decides_the_reads_and_an_uninformative_judge_is_refused():
         RulerConfig(correction="/nonexistent/profile.json")
 
 
+def test_a_rewritten_profile_is_read_again(tmp_path):
+    """Profiles are cached (RULER asks every group) but a recalibration to the same file counts."""
+    import os
+
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"false_positive": {"rate": 0.3}, "false_negative": {"rate": 0.05}}))
+    assert JudgeCorrection.load(path).false_positive == 0.3
+    path.write_text(json.dumps({"false_positive": {"rate": 0.1}, "false_negative": {"rate": 0.05}}))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    assert JudgeCorrection.load(path).false_positive == 0.1
+
+
 def test_single_read_corrections_do_not_change_grpo_advantages_but_the_posterior_over_reads_does():
     """Backward and forward corrections of one binary read are affine: GRPO's group-standardised
     advantages are the same numbers. Several reads combined by the posterior are not."""

@@ -28,7 +28,7 @@ import numpy as np
 from rubricgym.agents.policy import Policy, PolicyConfig
 from rubricgym.agents.sft import SFTConfig, sft
 from rubricgym.envs.judge import JudgeGroupEnv
-from rubricgym.judges.base import pair_agreement, pair_outcomes
+from rubricgym.judges.base import mean_agreement, pair_outcomes
 from rubricgym.judges.oracle import OracleJudge, is_oracle
 
 JUDGE_ENV = "JudgeGroup-v0"
@@ -187,7 +187,7 @@ def ruler_pairwise(judge: Any, env: JudgeGroupEnv, max_groups: int = 0, progress
             continue
         gold = [task.gold[i] for i in order]
         outcomes = pair_outcomes(list(result.scores), gold)
-        agreements.append(pair_agreement(list(result.scores), gold))
+        agreements.append(mean_agreement(outcomes))
         pairs += outcomes
         members += [(float(score), g == max(gold)) for score, g in zip(result.scores, gold)]
         ties += sum(agreement == 0.5 for _, agreement in outcomes)

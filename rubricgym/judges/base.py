@@ -242,7 +242,11 @@ def pair_agreement(scores: list[float], gold: list[float]) -> float:
         >>> pair_agreement([0.2, 0.2], [1, 0])
         0.5
     """
-    outcomes = pair_outcomes(scores, gold)
+    return mean_agreement(pair_outcomes(scores, gold))
+
+
+def mean_agreement(outcomes: Sequence[tuple[bool, float]]) -> float:
+    """The mean agreement of :func:`pair_outcomes` (an error when no pair has different gold)."""
     if not outcomes:
         raise ValueError("no pair of members has different gold")
     return sum(agreement for _, agreement in outcomes) / len(outcomes)

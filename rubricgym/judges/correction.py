@@ -143,8 +143,13 @@ class JudgeCorrection:
 
     @classmethod
     def load(cls, path: str | Path, method: str = "posterior") -> "JudgeCorrection":
-        """The correction for the profile written at ``path``."""
-        return _load(str(path), method)
+        """The correction for the profile written at ``path`` (read again when the file changes)."""
+        try:
+            written = Path(path).stat().st_mtime_ns
+        except FileNotFoundError:
+            raise ValueError(f"no judge profile at {str(path)!r} "
+                             f"(write one with `rubricgym judge-eval --calibrate --output {path}`)") from None
+        return _load(str(path), method, written)
 
     def describe(self) -> str:
         return (f"{self.method} correction, {self.reads} read(s), fp {self.false_positive:.3f}, fn {self.false_negative:.3f}"
@@ -152,11 +157,10 @@ class JudgeCorrection:
 
 
 @lru_cache(maxsize=32)
-def _load(path: str, method: str) -> JudgeCorrection:
+def _load(path: str, method: str, written: int) -> JudgeCorrection:
+    """The profile read once per (path, method, modification time): RULER asks for it every group."""
     try:
         profile = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ValueError(f"no judge profile at {path!r} (write one with `rubricgym judge-eval --calibrate --output {path}`)") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"the judge profile {path!r} is not JSON: {err}") from None
     return JudgeCorrection.from_profile(profile, method=method)
