@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rubricgym.judges.base import pair_outcomes
+from rubricgym.tools import MALFORMED_CALL
 
 
 def reward_diagnostics(groups: Sequence[Any]) -> dict[str, float]:
@@ -48,4 +49,35 @@ def reward_diagnostics(groups: Sequence[Any]) -> dict[str, float]:
     stats = {"group_reward_std": float(np.mean(spreads)), "zero_variance_fraction": float(np.mean([s == 0 for s in spreads]))}
     if agreements:
         stats["reward_verifier_agreement"] = float(np.mean(agreements))
+    return stats
+
+
+def tool_use_stats(groups: Sequence[Any]) -> dict[str, float]:
+    """Where episodes may call tools: ``tool_call_rate`` (the share of episodes with at least one
+    call, well-formed or not), ``valid_call_rate`` (the share of calls that ran without an error; a
+    malformed call counts as one that did not) and ``tool_calls_per_episode``; {} when no episode
+    was offered a tool.
+
+    Examples:
+        >>> from rubricgym.records import EpisodeResult, Group, Trajectory
+        >>> tools = [{"type": "function", "function": {"name": "calculator"}}]
+        >>> def member(*messages):
+        ...     episode = EpisodeResult(task_id="t", specification="", task="", tools=tools)
+        ...     return Trajectory(messages=[{"role": r, "content": c} for r, c in messages], episode=episode)
+        >>> stats = tool_use_stats([Group(trajectories=[
+        ...     member(("tool", "42")), member(("tool", "Error: division by zero"), ("user", "Tool call error: bad JSON")),
+        ...     member()])])
+        >>> stats["tool_call_rate"], stats["valid_call_rate"], stats["tool_calls_per_episode"]
+        (0.6666666666666666, 0.3333333333333333, 1.0)
+    """
+    episodes = [t for group in groups for t in group.trajectories if t.episode is not None and t.episode.tools]
+    if not episodes:
+        return {}
+    calls = [[str(m.get("content") or "") for m in t.messages if m.get("role") == "tool"
+              or (m.get("role") == "user" and str(m.get("content") or "").startswith(MALFORMED_CALL))] for t in episodes]
+    results = [text for member in calls for text in member]
+    stats = {"tool_call_rate": float(np.mean([bool(member) for member in calls])),
+             "tool_calls_per_episode": len(results) / len(episodes)}
+    if results:
+        stats["valid_call_rate"] = float(np.mean([not text.startswith(("Error", MALFORMED_CALL)) for text in results]))
     return stats

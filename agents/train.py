@@ -21,7 +21,7 @@ from rubricgym.registration import check_env_kwargs, default_env, held_out, trai
 from . import distributed
 from .checkpoints import (latest_checkpoint, load_adapter, load_trainer_state, plain_config, rng_state, save_checkpoint,
                           set_rng_state, set_seed)
-from .diagnostics import reward_diagnostics
+from .diagnostics import reward_diagnostics, tool_use_stats
 from .evaluation import evaluate, make_envs
 from .grpo import GRPO, GRPOConfig
 from .logs import GroupLog, MetricsLog, check_report_to
@@ -93,6 +93,18 @@ class TrainConfig:
     """Generate step k+1's rollouts while step k trains (one step stale at most; ``rollout_staleness``
     is logged, and the clipped ratio is taken against the sampling log-probs). A resumed run
     regenerates the prefetched step, so resumes are not bit-exact with it."""
+    warm_start: str = ""
+    """A supervised warm start before RL, so a small model has seen the action format once (a tool
+    call it would never write by chance): a JSONL of SFT rows (``rubricgym baseline --write-sft``,
+    or any :mod:`.sft` rows), or ``scripted:<agent>`` to play the solved train-split episodes of one of the family's
+    scripted agents on the training env (families that have them: the math family's ``calculator``). Empty: none. Skipped on resume."""
+    warm_start_steps: int = 4
+    """SFT optimiser steps of the warm start (8 rows each); few, so that RL does the learning
+    (benchmarks/learning.py: 4 steps give the calculator call its format, sampled calls stay rare)."""
+    warm_start_learning_rate: float = 1e-3
+    """AdamW learning rate of the warm start (a fresh optimiser; RL's own starts after it)."""
+    warm_start_rows: int = 64
+    """Episodes played by a ``scripted:`` warm start (each solved one gives a row per agent turn)."""
     rollout_retries: int = 2
     """Retries of a step's rollouts when the rollout server fails (after its own per-call
     retries): the step is played again from the same seed, never skipped."""
@@ -186,6 +198,40 @@ class Trainer:
                   "it is loaded again before the next rollouts", flush=True)
             return {"adapter_reload_failed": 1.0}
 
+    def warm_start_rows(self) -> list[dict[str, Any]]:
+        """The warm start's SFT rows (``warm_start``: a JSONL file or ``scripted:<policy>``)."""
+        source = self.config.warm_start
+        if source.startswith("scripted:"):
+            from rubricgym.registration import env_class, split_kwargs
+
+            scripted = getattr(env_class(self.config.env), "scripted_sft_rows", None)
+            if scripted is None:
+                raise ValueError(f"warm_start {source!r}: {self.config.env}'s family has no scripted agents; "
+                                 "give a JSONL file of SFT rows instead")
+            kwargs, _ = split_kwargs(self.config.env, training_kwargs(self.config.env, self.config.env_kwargs))
+            rows = scripted(source.split(":", 1)[1], episodes=self.config.warm_start_rows, seed=self.config.seed,
+                            env_kwargs=kwargs)
+        else:
+            from rubricgym.data import load_records
+
+            rows = load_records(source)
+        if not rows:
+            raise ValueError(f"warm_start {source!r} gave no SFT rows")
+        return rows
+
+    def warm_start(self) -> dict[str, float]:
+        """SFT on :meth:`warm_start_rows` for ``warm_start_steps`` steps; returns the last loss and the time."""
+        from .sft import SFTConfig, sft
+
+        started = time.perf_counter()
+        rows = self.warm_start_rows()
+        config = SFTConfig(epochs=self.config.warm_start_steps * 8 / len(rows), batch_size=8,
+                           learning_rate=self.config.warm_start_learning_rate, seed=self.config.seed)
+        history = sft(self.policy, rows, config, progress=self.ranks.main)
+        self.policy.sync_generator(self.step)
+        return {"warm_start_loss": history[-1]["loss"], "warm_start_rows": float(len(rows)),
+                "warm_start_seconds": time.perf_counter() - started}
+
     @property
     def history(self) -> list[dict[str, float]]:
         return self.logs.history
@@ -217,6 +263,7 @@ class Trainer:
                      rollouts_prefetched=float(prefetched))
         stats["judge_failed_groups"] = float(sum(bool(i.get("group_failed")) for i in batch.infos))
         stats.update(reward_diagnostics(batch.groups))
+        stats.update(tool_use_stats(batch.groups))
         if "trained_completions" in stats and batch.turns:
             stats["trained_fraction"] = stats["trained_completions"] / len(batch.turns)
         group_rows = [i["group_stats"] for i in batch.infos if isinstance(i.get("group_stats"), dict)]
@@ -277,7 +324,7 @@ class Trainer:
         kwargs = self.config.eval_env_kwargs or kwargs
         result = evaluate(self.policy, kwargs, tasks=self.config.eval_tasks, env_id=env_id, progress=progress)
         distributed.barrier(self.ranks)
-        return {"eval_accuracy": result["accuracy"], "eval_mean_reward": result["mean_reward"]}
+        return {f"eval_{key}": value for key, value in result.items() if key != "solved"}
 
     def run(self, progress: bool = True) -> dict[str, Any]:
         from tqdm import tqdm
@@ -287,6 +334,11 @@ class Trainer:
         before = self.evaluate(progress) if cfg.eval_tasks else {}
         if before:
             self.log({"step": self.step, **before})
+        if cfg.warm_start and self.step == 0:  # a resumed run's adapter already holds it
+            warm = self.warm_start()
+            if cfg.eval_tasks:
+                warm.update({f"warm_start_{key}": value for key, value in self.evaluate(progress).items()})
+            self.log({"step": 0, **warm})
         progress = progress and self.ranks.main
         bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not progress)
         saved_at = None

@@ -29,6 +29,8 @@ MAX_ARGUMENT_DEPTH = 32
 #: tool calls read from one reply; the rest are answered with one error (a reply of 10,000 calls
 #: would otherwise grow the conversation past the observation space)
 MAX_TOOL_CALLS = 32
+#: how the env answers a tool call it could not parse (a user message: the call has no id to answer)
+MALFORMED_CALL = "Tool call error:"
 
 
 def loads(text: str) -> Any:
@@ -401,7 +403,7 @@ def execute_tool_calls(parsed: ParsedAction, tools: dict[str, Tool], after_each:
     finally:
         TOOL_DEADLINE.reset(token)
     for problem in parsed.errors:
-        messages.append({"role": "user", "content": f"Tool call error: {problem}"})
+        messages.append({"role": "user", "content": f"{MALFORMED_CALL} {problem}"})
     return messages, errors
 
 

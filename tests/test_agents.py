@@ -305,3 +305,40 @@ def test_metrics_reach_weights_and_biases_offline(tokenizer, tmp_path, monkeypat
     assert not (tmp_path / "tensorboard").exists()  # only what report_to names
     with pytest.raises(ValueError, match="unknown"):
         Trainer(TrainConfig(report_to=("mlflow",)), policy=None)
+
+
+def test_warm_start_from_scripted_episodes_or_a_file_then_rl_logs_tool_use(tokenizer, tmp_path):
+    from rubricgym.app.cli import main as cli
+
+    kwargs = {"levels": (3,), "tools": ["calculator"]}
+    config = TrainConfig(env="Math-v0", env_kwargs=kwargs, steps=1, group_size=2, groups_per_step=2, eval_tasks=2,
+                         output_dir=str(tmp_path / "run"), warm_start="scripted:calculator", warm_start_steps=1,
+                         warm_start_rows=3, report_to=("none",), checkpoint_every=0)
+    trainer = Trainer(config, policy=tiny_policy(tokenizer))
+    before = [p.detach().clone() for p in trainer.policy.trainable_parameters()]
+    rows = trainer.warm_start_rows()
+    # one row per agent turn of each solved episode: the call, then the answer that reads its result
+    assert len(rows) == 6 and "<tool_call>" in rows[0]["completion"] and rows[1]["messages"][-1]["role"] == "tool"
+    trainer.run(progress=False)
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.policy.trainable_parameters()))
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    warm = next(r for r in logged if "warm_start_loss" in r)
+    assert warm["warm_start_rows"] == 6 and "warm_start_eval_tool_call_rate" in warm
+    step = next(r for r in logged if "reward" in r)
+    assert 0 <= step["tool_call_rate"] <= 1 and "tool_calls_per_episode" in step
+    # the same rows from a file that `rubricgym baseline --write-sft` wrote
+    path = tmp_path / "rows.jsonl"
+    assert cli(["baseline", "--policy", "calculator", "--episodes", "3", "--levels", "3", "--write-sft", str(path)]) == 0
+
+    def shown(rows):  # what each row shows and asks for (tool-call ids are fresh in every episode)
+        return [([(m["role"], m["content"]) for m in row["messages"]], row["completion"]) for row in rows]
+
+    assert shown(json.loads(line) for line in path.read_text().splitlines()) == shown(rows)
+    config.warm_start = str(path)
+    assert shown(trainer.warm_start_rows()) == shown(rows)
+    config.warm_start = "scripted:nobody"
+    with pytest.raises(ValueError, match="unknown scripted policy"):
+        trainer.warm_start_rows()
+    config.env, config.warm_start = "ToolUse-v0", "scripted:calculator"
+    with pytest.raises(ValueError, match="has no scripted agents"):
+        trainer.warm_start_rows()

@@ -32,3 +32,24 @@ def test_real_model_logprobs_match_and_one_grpo_step():
     assert (recomputed[mask] - sampled[mask]).abs().max() < 1e-4
     stats = GRPO(policy).update(batch)
     assert stats["groups"] == 2 and stats["trained_completions"] + 2 * stats["zero_variance_groups"] == 4
+
+
+def test_a_short_warm_start_teaches_the_real_model_the_calculator_call(tmp_path):
+    """The default model never calls the calculator by itself; four SFT steps on the scripted
+    agent's train-split episodes (``TrainConfig.warm_start``) make it call it on held-out two-digit sums."""
+    from rubricgym.agents.evaluation import evaluate
+    from rubricgym.agents.policy import PolicyConfig
+    from rubricgym.agents.train import TrainConfig, Trainer
+
+    kwargs = {"levels": (3,), "tools": ["calculator"]}
+    config = TrainConfig(env="Math-v0", env_kwargs=kwargs, steps=0, eval_tasks=0, output_dir=str(tmp_path),
+                         warm_start="scripted:calculator", warm_start_steps=4, report_to=("none",),
+                         policy=PolicyConfig(cpu_threads="fixed"))
+    trainer = Trainer(config)
+    held_out = {**kwargs, "split": "test"}
+    before = evaluate(trainer.policy, held_out, tasks=8, env_id="Math-v0")
+    assert before["tool_call_rate"] == 0.0
+    warm = trainer.warm_start()
+    assert warm["warm_start_rows"] >= 100 and warm["warm_start_loss"] > 0
+    after = evaluate(trainer.policy, held_out, tasks=8, env_id="Math-v0")
+    assert after["tool_call_rate"] >= 0.75 and after["valid_call_rate"] >= 0.75 and after["accuracy"] >= 0.5

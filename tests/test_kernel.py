@@ -96,7 +96,7 @@ def test_cli_baseline_runs(capsys):
 
 
 def test_estimate_baseline_is_exact_on_single_digits_only():
-    from rubricgym.app.baseline import estimate_policy
+    from rubricgym.envs.math.scripted import estimate_policy
 
     ask = lambda problem: estimate_policy([{"role": "user", "content": problem}])  # noqa: E731
     assert ask("What is 7 * 8?") == "Roughly \\boxed{56}." and ask("What is 47 + 38?") == "Roughly \\boxed{90}."

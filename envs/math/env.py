@@ -92,6 +92,14 @@ class MathEnv(ChatEnv):
             return dict(kwargs)
         return {**kwargs, "split": "test"}
 
+    @classmethod
+    def scripted_sft_rows(cls, policy: str, episodes: int, seed: int, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        """SFT rows from a scripted agent's solved episodes (``TrainConfig.warm_start = "scripted:<agent>"``;
+        :func:`rubricgym.envs.math.scripted.scripted_sft_rows`)."""
+        from .scripted import scripted_sft_rows
+
+        return scripted_sft_rows(policy, episodes=episodes, seed=seed, env_kwargs=env_kwargs)
+
     def __init__(self, config: MathEnvConfig | None = None, render_mode: str | None = None, **kwargs: Any):
         if "levels" in kwargs and isinstance(kwargs["levels"], int):
             kwargs["levels"] = (kwargs["levels"],)

@@ -1,60 +1,12 @@
-"""Scripted baseline policies for the math env (no model needed): the env loop end to end.
-
-* ``calculator``: copies the arithmetic expression out of a "What is ...?" problem, asks the
-  calculator tool, then answers ``\\boxed{result}``. It cannot read word problems or equations,
-  so it guesses the last number there: an honest, non-learning reference point.
-* ``estimate``: no tools, no reading of word problems: rounds every number of a "What is ...?"
-  expression to one significant digit and computes that (exact when all operands are single
-  digits, so it marks how much of a level needs real arithmetic); elsewhere it answers 0.
-  (It replaced a last-number guesser that scored 0.000 at every level and told nobody anything.)
-"""
+"""``rubricgym baseline``: the scripted agents of :mod:`rubricgym.envs.math.scripted` played
+through the group vector env of ``Math-v0``, accuracy per level."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
-from rubricgym.tools import format_tool_call
-
-EXPRESSION = re.compile(r"What is (.+)\?$")
-
-
-def _last_number(text: str) -> str:
-    numbers = re.findall(r"-?\d+", text)
-    return numbers[-1] if numbers else "0"
-
-
-def calculator_policy(messages: list[dict[str, Any]]) -> str:
-    """One turn of the scripted calculator agent, given the conversation so far."""
-    last = messages[-1]
-    if last["role"] == "tool":
-        return f"The calculator says {last['content']}, so the answer is \\boxed{{{last['content']}}}."
-    problem = next(m["content"] for m in messages if m["role"] == "user")
-    match = EXPRESSION.search(problem.strip())
-    if match and last["role"] == "user":
-        return "Let me compute it." + format_tool_call("calculator", {"expression": match.group(1)})
-    return f"I am not sure; my guess is \\boxed{{{_last_number(problem)}}}."
-
-
-def _one_significant_digit(number: re.Match) -> str:
-    value = int(number.group())
-    return str(round(value, -(len(str(value)) - 1)))
-
-
-def estimate_policy(messages: list[dict[str, Any]]) -> str:
-    """A one-significant-digit estimate of an arithmetic problem, without tools."""
-    from rubricgym.envs.math.calculator import calculate
-
-    problem = next(m["content"] for m in messages if m["role"] == "user")
-    match = EXPRESSION.search(problem.strip())
-    if not match:
-        return "\\boxed{0}"
-    rounded = re.sub(r"\d+", _one_significant_digit, match.group(1))
-    return f"Roughly \\boxed{{{calculate(rounded)}}}."
-
-
-POLICIES = {"calculator": calculator_policy, "estimate": estimate_policy}
+from rubricgym.envs.math.scripted import POLICIES
 
 
 def run_baseline(policy: str = "calculator", episodes: int = 120, group_size: int = 4, seed: int = 0,

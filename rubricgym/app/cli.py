@@ -28,6 +28,17 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from rubricgym.app.baseline import run_baseline
 
     levels = tuple(int(x) for x in args.levels.split(","))
+    if args.write_sft:
+        from rubricgym.envs.math.scripted import scripted_sft_rows
+
+        policy = args.policy.split(",")[0]
+        rows = scripted_sft_rows(policy, episodes=args.episodes, seed=args.seed, env_kwargs={"levels": levels})
+        Path(args.write_sft).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.write_sft, "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        print(f"wrote {len(rows)} SFT rows ({policy}'s solved train-split episodes of {args.episodes}) to {args.write_sft}; "
+              f"warm-start a run with them: rubricgym train --warm-start {args.write_sft} ...")
+        return 0
     for policy in args.policy.split(","):
         result = run_baseline(policy, episodes=args.episodes, group_size=args.group_size, seed=args.seed, levels=levels)
         per_level = "  ".join(f"L{level}={acc:.2f}" for level, acc in result["by_level"].items())
@@ -36,7 +47,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def _policies(text: str) -> str:
-    from rubricgym.app.baseline import POLICIES
+    from rubricgym.envs.math.scripted import POLICIES
 
     unknown = [name for name in text.split(",") if name not in POLICIES]
     if unknown:
@@ -484,6 +495,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--levels", default="1,2,3,4,5,6")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--write-sft", default="", metavar="FILE",
+                   help="instead of scoring: write the first policy's solved train-split episodes as SFT rows (JSONL, "
+                        "one per agent turn), the warm start of `rubricgym train --warm-start FILE`")
     p.set_defaults(func=cmd_baseline)
 
     p = sub.add_parser("judge", help="score a JSONL file of trajectories (message lists) with RULER and print the ranking",
