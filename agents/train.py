@@ -96,8 +96,9 @@ class TrainConfig:
     warm_start: str = ""
     """A supervised warm start before RL, so a small model has seen the action format once (a tool
     call it would never write by chance): a JSONL of SFT rows (``rubricgym baseline --write-sft``,
-    or any :mod:`.sft` rows), or ``scripted:<agent>`` to play the solved train-split episodes of one of the family's
-    scripted agents on the training env (families that have them: the math family's ``calculator``). Empty: none. Skipped on resume."""
+    or any :mod:`.sft` rows), or ``scripted:<agent>`` to play the solved train-split episodes of one
+    of the family's scripted agents on the training env (the math family's ``calculator``). Empty:
+    none. Skipped on resume."""
     warm_start_steps: int = 4
     """SFT optimiser steps of the warm start (8 rows each); few, so that RL does the learning
     (benchmarks/learning.py: 4 steps give the calculator call its format, sampled calls stay rare)."""
@@ -334,6 +335,7 @@ class Trainer:
         before = self.evaluate(progress) if cfg.eval_tasks else {}
         if before:
             self.log({"step": self.step, **before})
+        warm: dict[str, float] = {}
         if cfg.warm_start and self.step == 0:  # a resumed run's adapter already holds it
             warm = self.warm_start()
             if cfg.eval_tasks:
@@ -364,8 +366,8 @@ class Trainer:
             self.save_checkpoint()
         plot = self.plot() if self.ranks.main else None
         self.logs.close()
-        return {"before": before, "after": after, "minutes": (time.perf_counter() - started) / 60, "plot": str(plot),
-                "steps": self.step}
+        return {"before": before, "after": after, "warm_start": warm, "minutes": (time.perf_counter() - started) / 60,
+                "plot": str(plot), "steps": self.step}
 
 
 def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:

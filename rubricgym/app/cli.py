@@ -276,7 +276,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     before = result["before"].get("eval_accuracy", float("nan"))
     after = result["after"].get("eval_accuracy", float("nan"))
-    print(f"held-out accuracy: before {before:.3f} -> after {after:.3f}   ({result['steps']} steps, "
+    warm = result.get("warm_start", {}).get("warm_start_eval_accuracy")
+    between = "" if warm is None else f" -> after the warm start {warm:.3f}"
+    print(f"held-out accuracy: before {before:.3f}{between} -> after {after:.3f}   ({result['steps']} steps, "
           f"{result['minutes']:.1f} min; curve {result['plot']}; metrics {config.output_dir}/metrics.jsonl)")
     return 0
 
