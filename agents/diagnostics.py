@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rubricgym.judges.base import pair_outcomes
-from rubricgym.tools import MALFORMED_CALL
+from rubricgym.tools import MALFORMED_CALL, TOOL_ERROR
 
 
 def reward_diagnostics(groups: Sequence[Any]) -> dict[str, float]:
@@ -79,5 +79,5 @@ def tool_use_stats(groups: Sequence[Any]) -> dict[str, float]:
     stats = {"tool_call_rate": float(np.mean([bool(member) for member in calls])),
              "tool_calls_per_episode": len(results) / len(episodes)}
     if results:
-        stats["valid_call_rate"] = float(np.mean([not text.startswith(("Error", MALFORMED_CALL)) for text in results]))
+        stats["valid_call_rate"] = float(np.mean([not text.startswith((TOOL_ERROR, MALFORMED_CALL)) for text in results]))
     return stats

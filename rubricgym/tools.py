@@ -31,6 +31,8 @@ MAX_ARGUMENT_DEPTH = 32
 MAX_TOOL_CALLS = 32
 #: how the env answers a tool call it could not parse (a user message: the call has no id to answer)
 MALFORMED_CALL = "Tool call error:"
+#: how a tool message reports a call that failed (unknown tool, bad arguments, the tool's own error, no time left)
+TOOL_ERROR = "Error:"
 
 
 def loads(text: str) -> Any:
@@ -355,11 +357,11 @@ def run_tool_call(call: ToolCall, tools: dict[str, Tool]) -> tuple[str, str | No
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
         error = f"unknown tool '{call.name}' (available: {known})"
-        return f"Error: {error}", error
+        return f"{TOOL_ERROR} {error}", error
     try:
         return tool.run(call.arguments), None
     except ToolError as err:
-        return f"Error: {err}", str(err)
+        return f"{TOOL_ERROR} {err}", str(err)
 
 
 #: when the tool calls of the current step must be done (``time.monotonic()``); tools that can run
@@ -392,7 +394,7 @@ def execute_tool_calls(parsed: ParsedAction, tools: dict[str, Tool], after_each:
         for call in parsed.tool_calls:
             if deadline is not None and time.monotonic() >= deadline:
                 error = f"not run: this reply's tool calls used their {max_seconds:g} s"
-                text = f"Error: {error}"
+                text = f"{TOOL_ERROR} {error}"
             else:
                 text, error = run_tool_call(call, tools)
                 if after_each is not None:
