@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from rubricgym.sampling import generate_with_logprobs, left_pad, stop_token_ids
+from rubricgym.sampling import PrefixCache, generate_with_logprobs, left_pad, stop_token_ids
 from rubricgym.tools import render_messages
 
 
@@ -48,6 +48,11 @@ class PolicyConfig:
     top_p: float = 1.0
     max_prompt_tokens: int = 1024
     """Longer prompts keep their last tokens."""
+    kv_cache_mb: int = 1024
+    """Memory for reusing what the model has read (in-process sampling): a turn's prompt is read
+    only from where it leaves the episode's previous prompt and completion, and a group's shared
+    prompt once (benchmarks/kv_reuse.py). Entries are dropped when their episode ends; the
+    samples are the same with or without it. 0: read every prompt in full."""
     cpu_threads: str = "auto"
     """Torch threads for generation on CPU: ``"auto"`` times torch's default against one thread
     now and then and keeps the faster (benchmarks/cpu_contention.py: beside one busy process the
@@ -214,6 +219,20 @@ class Policy:
     def _set_generation(self, tokenizer: Any) -> None:
         self.threads = ThreadTuner(self.config.cpu_threads if self.device.type == "cpu" else "fixed")
         self.stop_ids = stop_token_ids(tokenizer)
+        mb = getattr(self.config, "kv_cache_mb", 0)
+        self.prefix_cache = PrefixCache(max_bytes=mb << 20) if mb > 0 else None
+
+    def weights_stamp(self) -> int:
+        """Changes whenever any weight changes in place (optimizer steps, loaded checkpoints):
+        the prefix cache's entries are only valid under the stamp they were read with."""
+        return sum(p._version for p in self.model.parameters())
+
+    def forget(self, samples: Sequence[Sample]) -> None:
+        """Drop what the prefix cache holds for these samples' episodes (they ended)."""
+        if self.prefix_cache is not None:
+            with self.weights_lock:
+                for s in samples:
+                    self.prefix_cache.forget(s.prompt_ids + s.completion_ids)
 
     @property
     def has_adapter(self) -> bool:
@@ -238,15 +257,18 @@ class Policy:
 
     @torch.no_grad()
     def sample(self, conversations: Sequence[Sequence[dict[str, Any]]], max_new_tokens: int | None = None,
-               temperature: float | None = None, greedy: bool = False) -> list[Sample]:
-        """Sample one completion per conversation (one left-padded batch), with per-token log-probs."""
-        return self.sample_ids([self.encode_prompt(c) for c in conversations], max_new_tokens, temperature, greedy)
+               temperature: float | None = None, greedy: bool = False, seeds: Sequence[int] | None = None) -> list[Sample]:
+        """Sample one completion per conversation (one batch), with per-token log-probs; ``seeds``
+        (one per conversation) make each completion independent of the rest of the batch."""
+        return self.sample_ids([self.encode_prompt(c) for c in conversations], max_new_tokens, temperature, greedy, seeds)
 
     @torch.no_grad()
     def sample_ids(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | None = None,
-                   temperature: float | None = None, greedy: bool = False) -> list[Sample]:
+                   temperature: float | None = None, greedy: bool = False,
+                   seeds: Sequence[int] | None = None) -> list[Sample]:
         """Sample one completion per token prompt (a trainer's own token sequences, e.g. multi-turn
-        transcripts in TRL), with per-token log-probs; the model's train/eval mode is restored."""
+        transcripts in TRL), with per-token log-probs; the model's train/eval mode is restored.
+        ``seeds`` (one per prompt) apply to in-process sampling; a server draws its own."""
         if not prompts:
             return []
         prompts = [list(p) for p in prompts]
@@ -259,17 +281,20 @@ class Policy:
             else:
                 was_training = self.model.training
                 try:
-                    samples = self._generate(prompts, max_new_tokens, temperature, greedy)
+                    samples = self._generate(prompts, max_new_tokens, temperature, greedy, seeds)
                 finally:
                     self.model.train(was_training)
         for sample in samples:
             sample.meta["version"] = version
         return samples
 
-    def _generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float, greedy: bool) -> list[Sample]:
+    def _generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float, greedy: bool,
+                  seeds: Sequence[int] | None = None) -> list[Sample]:
         with self.threads.choose() as timer:
             generated = generate_with_logprobs(self.model, self.tokenizer, prompts, max_new_tokens, temperature,
-                                               self.config.top_p, greedy, self.stop_ids)
+                                               self.config.top_p, greedy, self.stop_ids, seeds=seeds,
+                                               prefix_cache=self.prefix_cache,
+                                               stamp=self.weights_stamp() if self.prefix_cache is not None else None)
             # the batch's generated positions (rows stopped early still occupy them), as the thread tuner measures
             timer.tokens = len(prompts) * max((len(g.completion_ids) for g in generated), default=0)
         return [Sample(prompt, g.completion_ids, g.logprobs, g.text, truncated=not g.finished)

@@ -7,7 +7,6 @@ later *prompts*, so they are never part of a completion and never enter the loss
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,6 +41,8 @@ class RolloutBatch:
     groups: list[Group] = field(default_factory=list)
     """The finished groups' records (trajectories with their rewards and what the judge said)."""
     steps: int = 0
+    generation_batches: list[list[tuple]] = field(default_factory=list)
+    """Waves merged by a :class:`WaveBatcher`: each model call's members as (wave, member, turn)."""
 
 
 def _member_role_returns(trajectory) -> dict[str, float]:
@@ -54,13 +55,14 @@ def _member_role_returns(trajectory) -> dict[str, float]:
 
 def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dict[str, Any] | None = None,
                      greedy: bool = False, max_steps: int = 64, generation_seed: int | None = None,
-                     generation_lock: Any = None) -> RolloutBatch:
+                     batcher: "WaveBatcher | None" = None, wave: int = 0) -> RolloutBatch:
     """One episode for every member of every group, through ``envs.reset`` / ``envs.step``.
 
-    ``generation_seed`` seeds torch before each generation call (from the seed, the env step and
-    the role), so the samples do not depend on what else drew random numbers in between (other
-    waves); ``generation_lock`` makes each generation call exclusive (waves share one model)."""
-    import torch
+    ``generation_seed`` gives every member's every turn its own random stream (from the seed, the
+    env step, the role and the member), so a completion does not depend on what else was sampled
+    in its batch or before it; ``batcher`` merges this wave's generation calls with other waves'
+    (whatever turn they are at). A member's cached prompt (the policy's prefix cache) is dropped
+    when its episode ends."""
     base = envs.unwrapped
     n = base.num_envs
     obs, info = envs.reset(seed=seed, options=options)
@@ -75,11 +77,15 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
         acting_roles = {i: str(roles[i]) if roles[i] is not None else "reasoner" for i in acting}
         for role_index, role in enumerate(sorted(set(acting_roles.values()))):
             members = [i for i in acting if acting_roles[i] == role]
-            with generation_lock or contextlib.nullcontext():
-                if generation_seed is not None:
-                    torch.manual_seed(generation_seed + 7919 * batch.steps + role_index)
-                samples = policy.sample([list(obs[i]) for i in members], greedy=greedy,
-                                        max_new_tokens=policy.config.role_max_new_tokens.get(role))
+            seeds = None if generation_seed is None else \
+                [generation_seed + 7919 * batch.steps + 104_729 * role_index + 15_485_863 * i for i in members]
+            conversations = [list(obs[i]) for i in members]
+            max_new_tokens = policy.config.role_max_new_tokens.get(role)
+            if batcher is not None:
+                samples = batcher.sample(conversations, seeds, greedy, max_new_tokens,
+                                         tags=[(wave, i, batch.steps + 1) for i in members])
+            else:
+                samples = policy.sample(conversations, greedy=greedy, max_new_tokens=max_new_tokens, seeds=seeds)
             for i, sample in zip(members, samples):
                 actions[i] = sample.text
                 pending[i].append((sample, role))
@@ -91,6 +97,8 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
         for i in range(n):
             if active[i] and member_done[i]:
                 waiting[i] = True
+                if pending[i]:
+                    policy.forget([pending[i][-1][0]])
             if next_roles is not None and info["_next_role"][i]:
                 roles[i] = next_roles[i]
         for g in range(base.num_groups):
@@ -117,31 +125,39 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
     raise RuntimeError(f"episodes did not finish within {max_steps} steps")
 
 
-def collect_waves(waves: Sequence[Any], policy: Policy, seed: int, overlap: bool = True) -> RolloutBatch:
+def collect_waves(waves: Sequence[Any], policy: Policy, seed: int, overlap: bool = True,
+                  concurrency: int = 0, gather_s: float = 0.2) -> RolloutBatch:
     """One step's groups played in waves (one group vector env each), merged into one batch.
 
-    With ``overlap`` every wave runs in its own thread and generation calls take turns on the
-    model: while one wave's ``envs.step`` waits for its judge (RULER's calls for the groups that
-    just finished, under the judge client's own concurrency limit), the next wave generates.
-    Without it the waves run one after the other. Each generation call is seeded from (seed,
-    wave, env step), so both orders sample the same completions and score the same rewards.
-    Wave ``w`` plays the tasks a single env would play at its group indices, so waves change
-    when, not what.
+    With ``overlap`` every wave runs in its own thread (``concurrency`` at a time, 0: all; a wave
+    starts when another ends) and their generation calls are merged into one batch by a
+    :class:`WaveBatcher`, whatever turn each member is at: while one wave's ``envs.step`` waits
+    for its judge, the others generate, and when a wave's episodes end early the next wave's
+    first turn joins the others' later turns. Without it the waves run one after the other. Each
+    member's turn is sampled from its own seed (seed, wave, env step, member), so both orders, any
+    concurrency and any batching sample the same completions and score the same rewards. Wave
+    ``w`` plays the tasks a single env would play at its group indices, so waves change when,
+    not what.
     """
-    lock = threading.Lock()
+    concurrency = min(concurrency or len(waves), len(waves))
+    batcher = WaveBatcher(policy, waves=len(waves), concurrency=concurrency, gather_s=gather_s) if overlap else None
 
     def play(w: int) -> RolloutBatch:
         first_group = sum(envs.unwrapped.num_groups for envs in waves[:w])
         group_size = waves[w].unwrapped.group_size
-        return collect_rollouts(waves[w], policy, seed=seed + first_group * group_size,
-                                generation_seed=seed * 1_000_003 + 104_729 * w, generation_lock=lock)
+        try:
+            return collect_rollouts(waves[w], policy, seed=seed + first_group * group_size,
+                                    generation_seed=seed * 1_000_003 + 104_729 * w, batcher=batcher, wave=w)
+        finally:
+            if batcher is not None:
+                batcher.wave_done()
 
     if overlap:
-        with ThreadPoolExecutor(max_workers=len(waves), thread_name_prefix="rubricgym-wave") as pool:
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubricgym-wave") as pool:
             batches = list(pool.map(play, range(len(waves))))
     else:
         batches = [play(w) for w in range(len(waves))]
-    merged = RolloutBatch()
+    merged = RolloutBatch(generation_batches=batcher.batches if batcher is not None else [])
     group_offset = env_offset = 0
     for envs, batch in zip(waves, batches):
         merged.turns += [Turn(t.sample, t.env_index + env_offset, t.group + group_offset, t.role, t.reward)
@@ -156,6 +172,91 @@ def collect_waves(waves: Sequence[Any], policy: Policy, seed: int, overlap: bool
         group_offset += envs.unwrapped.num_groups
         env_offset += envs.unwrapped.num_envs
     return merged
+
+
+@dataclass
+class _Request:
+    conversations: list
+    seeds: list[int] | None
+    greedy: bool
+    max_new_tokens: int | None
+    tags: list
+    samples: list[Sample] | None = None
+    error: BaseException | None = None
+
+
+class WaveBatcher:
+    """Merges the generation calls of waves that play in threads into one batch per model call.
+
+    A wave asks for its members' next turns and blocks; a call runs when every wave still playing
+    (at most ``concurrency``) has asked, or ``gather_s`` after the first request (a wave inside a
+    long judge call does not hold the others up). The call takes every waiting request with the
+    same sampling settings, so members at different turns of different waves share one batch.
+    ``batches`` records each call's member tags ``(wave, member, turn)``.
+
+    Examples:
+        >>> batcher = WaveBatcher(policy, waves=4, concurrency=2)                    # doctest: +SKIP
+        >>> samples = batcher.sample(conversations, seeds, greedy=False, max_new_tokens=48, tags=tags)  # doctest: +SKIP
+    """
+
+    def __init__(self, policy: Policy, waves: int, concurrency: int | None = None, gather_s: float = 0.2):
+        self.policy, self.gather_s = policy, gather_s
+        self.remaining, self.concurrency = waves, concurrency or waves
+        self.queue: list[_Request] = []
+        self.running = False
+        self.batches: list[list[tuple]] = []
+        self._condition = threading.Condition()
+
+    def _expected(self) -> int:
+        return max(min(self.concurrency, self.remaining), 1)
+
+    def wave_done(self) -> None:
+        with self._condition:
+            self.remaining -= 1
+            self._condition.notify_all()
+
+    def sample(self, conversations: list, seeds: list[int] | None, greedy: bool, max_new_tokens: int | None,
+               tags: list) -> list[Sample]:
+        import time
+
+        request = _Request(conversations, seeds, greedy, max_new_tokens, tags)
+        with self._condition:
+            self.queue.append(request)
+            self._condition.notify_all()
+            first_at = time.monotonic()
+            while request.samples is None and request.error is None:
+                waited = time.monotonic() - first_at
+                if not self.running and (len(self.queue) >= self._expected() or waited >= self.gather_s):
+                    self._run_locked(request)
+                else:
+                    self._condition.wait(timeout=max(self.gather_s - waited, 0.005) if not self.running else None)
+        if request.error is not None:
+            raise request.error
+        return request.samples
+
+    def _run_locked(self, leader: _Request) -> None:
+        """Take the waiting requests that sample like ``leader`` and run them as one batch
+        (called with the condition held; released while the model runs)."""
+        key = (leader.greedy, leader.max_new_tokens, leader.seeds is None)
+        taken = [r for r in self.queue if (r.greedy, r.max_new_tokens, r.seeds is None) == key]
+        self.queue = [r for r in self.queue if r not in taken]
+        self.running = True
+        self.batches.append([tag for r in taken for tag in r.tags])
+        self._condition.release()
+        try:
+            samples = self.policy.sample([c for r in taken for c in r.conversations], greedy=leader.greedy,
+                                         max_new_tokens=leader.max_new_tokens,
+                                         seeds=None if leader.seeds is None else [s for r in taken for s in r.seeds])
+            start = 0
+            for r in taken:
+                r.samples, start = samples[start:start + len(r.conversations)], start + len(r.conversations)
+        except BaseException as err:  # every waiting wave learns of it, not only the one that ran the call
+            for r in taken:
+                r.error = err
+        finally:
+            self._condition.acquire()
+            self.running = False
+            self._condition.notify_all()
 
 
 class EnvWaves(list):

@@ -84,11 +84,16 @@ class TrainConfig:
     server (llama.cpp), text prompts, fixed weights (agents/generation.py)."""
     rollout_waves: int = 1
     """Play each step's groups in this many waves (one group vector env each, groups per step /
-    ranks divisible by it): with ``overlap_judging`` a wave's judge calls run while the next wave
-    generates. Every generation call is then seeded from (seed, wave, env step)."""
+    ranks divisible by it): with ``overlap_judging`` a wave's judge calls run while the other waves
+    generate, and the waves' members share one batch per model call whatever turn each is at.
+    Every member's turn is then seeded from (seed, wave, env step, member)."""
     overlap_judging: bool = True
     """With ``rollout_waves`` > 1: waves in threads, judging overlapping generation (benchmarks/overlap.py);
     off: the same waves one after the other (same samples, same rewards)."""
+    wave_concurrency: int = 0
+    """With ``rollout_waves`` > 1 and ``overlap_judging``: waves in flight at once (0: all). Fewer
+    keep the batch full through a step of uneven episodes: a wave starts when one ends, and its
+    first turns are sampled with the others' later turns (continuous batching)."""
     off_policy: bool = False
     """Generate step k+1's rollouts while step k trains (one step stale at most; ``rollout_staleness``
     is logged, and the clipped ratio is taken against the sampling log-probs). A resumed run
@@ -179,7 +184,8 @@ class Trainer:
                 step = self.step if step is None else step
                 seed = self.config.seed * 100_003 + step + first_group * self.config.group_size
                 if isinstance(self.envs, EnvWaves):
-                    return collect_waves(self.envs, self.policy, seed, overlap=self.config.overlap_judging)
+                    return collect_waves(self.envs, self.policy, seed, overlap=self.config.overlap_judging,
+                                         concurrency=self.config.wave_concurrency)
                 return collect_rollouts(self.envs, self.policy, seed=seed)
             except RolloutServerError as err:
                 if attempt == self.config.rollout_retries:

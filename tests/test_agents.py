@@ -163,10 +163,13 @@ def test_tool_and_env_tokens_never_enter_the_loss(tokenizer):
     class ScriptedPolicy:
         config = policy.config
 
-        def sample(self, conversations, greedy=False, max_new_tokens=None):
+        def sample(self, conversations, greedy=False, max_new_tokens=None, seeds=None):
             text = next(script)
             prompt = policy.encode_prompt(conversations[0])
             return [Sample(prompt, policy.tokenizer(text, add_special_tokens=False)["input_ids"], [0.0], text, False)]
+
+        def forget(self, samples):
+            pass
 
     envs = gym.make_vec("Math-v0", num_envs=1, group_size=1, tools=["calculator"])
     batch = collect_rollouts(envs, ScriptedPolicy(), options={"task_id": "gen-L1-test-0"})

@@ -53,13 +53,17 @@ def test_waves_overlap_judging_with_generation_and_score_the_same(tmp_path):
         judged = [(start - 1.0, start) for kind, start, _ in log if kind == "judge"]
         generated = [(start, end) for kind, start, end in log if kind == "generate"]
         overlapping = sum(1 for g0, g1 in generated for j0, j1 in judged if g0 < j1 - 0.05 and j0 < g1 - 0.05)
+        judges_together = sum(1 for a, (a0, a1) in enumerate(judged) for b0, b1 in judged[a + 1:] if a0 < b1 - 0.05 and b0 < a1 - 0.05)
         results[overlap] = ([round(t.reward, 9) for t in batch.turns], [t.sample.completion_ids for t in batch.turns],
-                            overlapping, len(judged), sorted({g.task_id for g in batch.groups}))
+                            (overlapping, judges_together, len(generated)), len(judged), sorted({g.task_id for g in batch.groups}))
         trainer.envs.close()
     assert results[False][0] == results[True][0] and results[False][1] == results[True][1]  # same samples, same rewards
     assert results[False][4] == results[True][4] and len(results[True][4]) == 3
     assert results[False][3] == results[True][3] == 3  # one judge call per group
-    assert results[False][2] == 0 and results[True][2] >= 1  # generation ran during a judge call only with overlap
+    # one after the other: three generation calls, no judge call during another or during generation;
+    # overlapped: the waves' members sampled in one call, then the three groups judged at once
+    assert results[False][2] == (0, 0, 3)
+    assert results[True][2] == (0, 3, 1)
 
 
 def test_waves_play_the_tasks_of_one_env(tmp_path):
@@ -80,3 +84,45 @@ def test_off_policy_rollouts_are_one_update_stale_and_logged(tmp_path):
     assert [s["rollouts_prefetched"] for s in stats] == [0.0, 1.0, 1.0]
     assert all(0.0 <= s["rollout_staleness"] <= 1.0 for s in stats[1:])
     assert trainer._prefetch is None and trainer.policy.version == 3
+
+
+def test_members_at_different_turns_of_different_waves_share_one_batch():
+    """Continuous batching: three waves, two in flight. Wave 0's episodes end at turn 2, so wave 2
+    starts while wave 1 is at turn 3: the two are sampled in one model call."""
+    import gymnasium as gym
+
+    import rubricgym  # noqa: F401
+    from rubricgym.agents.policy import PolicyConfig, Sample
+    from rubricgym.agents.rollout import collect_waves
+
+    waves = [gym.make_vec("Math-v0", num_envs=2, group_size=2, tools=["calculator"], levels=[3]) for _ in range(3)]
+    seed = 11
+    question_wave = {}
+    for w, envs in enumerate(waves):  # the tasks collect_waves will deal wave w (seed + first group * group size)
+        obs, _ = envs.reset(seed=seed + w * 2)
+        question_wave.update({obs[i][-1]["content"]: w for i in range(2)})
+    calls_before_answer = {0: 1, 1: 3, 2: 0}
+    calls = []
+
+    class ToolCallingPolicy:
+        config = PolicyConfig()
+
+        def sample(self, conversations, greedy=False, max_new_tokens=None, seeds=None):
+            calls.append(len(conversations))
+            samples = []
+            for conversation in conversations:
+                wave = question_wave[next(m["content"] for m in conversation if m["role"] == "user")]
+                made = sum(1 for m in conversation if m["role"] == "assistant")
+                text = ('<tool_call>{"name": "calculator", "arguments": {"expression": "1+1"}}</tool_call>'
+                        if made < calls_before_answer[wave] else "\\boxed{2}")
+                samples.append(Sample([1], [2], [0.0], text, False))
+            return samples
+
+        def forget(self, samples):
+            pass
+
+    batch = collect_waves(waves, ToolCallingPolicy(), seed, concurrency=2, gather_s=30.0)
+    turns_by_call = [sorted({(wave, turn) for wave, _, turn in tags}) for tags in batch.generation_batches]
+    assert [(1, 3), (2, 1)] in turns_by_call  # wave 1's third turn and wave 2's first, one call
+    assert len(batch.turns) == 2 * (2 + 4 + 1) and calls == [len(tags) for tags in batch.generation_batches]
+    assert len(calls) == 4  # turns 1 and 2 of waves 0+1, turn 3 of wave 1 + turn 1 of wave 2, turn 4 of wave 1
