@@ -68,6 +68,7 @@ def plot(times: dict[str, list[float]], path) -> None:
     ax.bar(MODES, medians, color=["#999999", "#4c72b0", "#55a868"])
     for x, value in enumerate(medians):
         ax.text(x, value, f"{value:.1f} s", ha="center", va="bottom")
+    ax.set_ylim(0, max(medians) * 1.15)
     ax.set_ylabel("seconds per step's rollouts (median)")
     ax.set_title("Math-v0 L3 with the calculator: the same samples, three ways")
     fig.tight_layout()

@@ -308,3 +308,29 @@ class ChatEnv(gym.Env):
         if self.render_mode != "ansi":
             return None
         return "\n".join(f"[{m['role']}] {m.get('content') or m.get('tool_calls')}" for m in self.messages)
+
+
+def scripted_sft_rows(env: ChatEnv, act: Any, episodes: int, seed: int = 0, every_task: bool = False) -> list[dict[str, Any]]:
+    """SFT rows ``{"messages": observation, "completion": reply}`` from the turns of a scripted
+    agent's *solved* episodes (the env's own check decides), one row per agent turn: what a
+    family's ``scripted_sft_rows`` (``--warm-start scripted:<agent>``) is made of.
+
+    ``act(messages, env)`` gives the next reply; ``every_task`` plays the env's tasks in order
+    (at most ``episodes``) instead of drawing them from seeds. The env should be on its training
+    split: the rows must never show a held-out task.
+    """
+    rows: list[dict[str, Any]] = []
+    count = min(episodes, len(env.tasks)) if every_task else episodes
+    for episode in range(count):
+        options = {"task_id": env.task_id(env.tasks[(seed + episode) % len(env.tasks)])} if every_task else None
+        obs, _ = env.reset(seed=seed + episode, options=options)
+        turns, done, info = [], False, {}
+        while not done:
+            reply = act(list(obs), env)
+            turns.append({"messages": list(obs), "completion": reply})
+            obs, _, terminated, truncated, info = env.step(reply)
+            done = terminated or truncated
+        if info.get("correct"):
+            rows += turns
+    env.close()
+    return rows

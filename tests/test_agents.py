@@ -342,6 +342,6 @@ def test_warm_start_from_scripted_episodes_or_a_file_then_rl_logs_tool_use(token
     config.warm_start = "scripted:nobody"
     with pytest.raises(ValueError, match="unknown scripted policy"):
         trainer.warm_start_rows()
-    config.env, config.warm_start = "ToolUse-v0", "scripted:calculator"
+    config.env, config.warm_start = "RagSupport-v0", "scripted:calculator"
     with pytest.raises(ValueError, match="has no scripted agents"):
         trainer.warm_start_rows()

@@ -125,3 +125,19 @@ def test_database_is_a_real_sqlite_file():
     other = sqlite3.connect(path)
     assert other.execute("SELECT COUNT(*) FROM customers").fetchone()[0] == 8
     other.close()
+
+
+def test_the_reference_agent_solves_every_train_task_and_never_shows_a_test_task():
+    """``--warm-start scripted:reference``: lookups the request needs, the correct calls, a reply."""
+    from rubricgym.envs.tools.tool_use import ToolUseEnv
+
+    rows = ToolUseEnv.scripted_sft_rows("reference", episodes=70)
+    closing = [r for r in rows if "<tool_call>" not in r["completion"]]
+    assert len(closing) == 70  # every train episode solved (only solved episodes give rows)
+    test_requests = {t.instruction for t in ToolUseEnv(split="test").tasks}
+    assert not {r["messages"][1]["content"] for r in rows} & test_requests
+    escalations = [r for r in rows if '"escalate"' in r["completion"]]
+    assert escalations and all(r["messages"][-1]["role"] == "tool" and "customer" in r["messages"][-2]["content"]
+                               for r in escalations)  # the id came from find_customer, not from nowhere
+    with pytest.raises(ValueError, match="unknown scripted policy"):
+        ToolUseEnv.scripted_sft_rows("oracle", episodes=1)

@@ -45,6 +45,22 @@ def test_function_call_env(dataset, shared_data):
     assert info["reward_components"]["ast"][0] == 1.0
 
 
+def test_function_call_warm_start_rows_are_train_rows_the_ast_check_accepts(shared_data):
+    """``--warm-start scripted:reference`` on FunctionCall-v0: each train row's labelled call,
+    never a held-out (test-split) row."""
+    from rubricgym.envs.tools.function_call import FunctionCallEnv
+
+    rows = FunctionCallEnv.scripted_sft_rows("reference", episodes=1000, env_kwargs={"dataset": "simple_python"})
+    train = FunctionCallEnv(dataset="simple_python", split="train")
+    test = FunctionCallEnv(dataset="simple_python", split="test")
+    questions = lambda env: {r["question"][0][-1]["content"] for r in env.tasks}  # noqa: E731
+    shown = {row["messages"][-1]["content"] for row in rows}
+    assert len(rows) == len(train.tasks) == 320 and shown == questions(train) and not shown & questions(test)
+    assert all(row["completion"].startswith("<tool_call>") for row in rows)
+    with pytest.raises(ValueError, match="unknown scripted policy"):
+        FunctionCallEnv.scripted_sft_rows("oracle", episodes=1, env_kwargs={"dataset": "simple_python"})
+
+
 def test_function_call_openai_form_and_wrong_types(shared_data):
     env = gym.make("FunctionCall-v0", dataset="simple_python", disable_env_checker=True)
     env.reset(options={"task_id": "simple_python_0"})

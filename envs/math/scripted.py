@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rubricgym.chatenv import scripted_sft_rows as chatenv_rows
 from rubricgym.tools import format_tool_call
 
 EXPRESSION = re.compile(r"What is (.+)\?$")
@@ -78,17 +79,4 @@ def scripted_sft_rows(policy: str = "calculator", episodes: int = 64, seed: int 
         raise ValueError(f"unknown scripted policy {policy!r}; choose from {', '.join(POLICIES)}")
     act = POLICIES[policy]
     kwargs = {"tools": ["calculator"], "split": "train", **(env_kwargs or {})}
-    env = gym.make("Math-v0", **kwargs)
-    rows: list[dict[str, Any]] = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=seed + episode)
-        turns, done, info = [], False, {}
-        while not done:
-            reply = act(list(obs))
-            turns.append({"messages": list(obs), "completion": reply})
-            obs, _, terminated, truncated, info = env.step(reply)
-            done = terminated or truncated
-        if info.get("correct"):
-            rows += turns
-    env.close()
-    return rows
+    return chatenv_rows(gym.make("Math-v0", **kwargs).unwrapped, lambda messages, env: act(messages), episodes, seed)

@@ -6,11 +6,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, make_config, split_tasks, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, make_config, scripted_sft_rows, split_tasks, TrainingDefaults
 from rubricgym.data import DatasetLoadError, load_records
-from rubricgym.tools import ParsedAction
+from rubricgym.tools import ParsedAction, format_tool_call
 
-from .bfcl import check_calls, to_openai_schema
+from .bfcl import check_calls, to_openai_schema, truth_calls
 
 SYSTEM_PROMPT = (
     "You can call the functions below. To call one, write "
@@ -82,6 +82,26 @@ class FunctionCallEnv(ChatEnv):
 
     def task_info(self) -> dict[str, Any]:
         return {"category": self.task.get("category")}
+
+    @classmethod
+    def scripted_sft_rows(cls, policy: str = "reference", episodes: int = 64, seed: int = 0,
+                          env_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """SFT rows ``{"messages": observation, "completion": reply}`` for a warm start
+        (``--warm-start scripted:reference``): the ``reference`` agent writes each *train-split*
+        row's labelled calls (the first acceptable value of each argument), and a row is kept only
+        when the env's AST check accepts it. Held-out rows are never shown.
+
+        Examples:
+            >>> rows = FunctionCallEnv.scripted_sft_rows(episodes=2, env_kwargs={"dataset": "simple_python"})  # doctest: +SKIP
+            >>> rows[0]["completion"][:30]                                                                     # doctest: +SKIP
+            '<tool_call>{"name": "calculate'
+        """
+        if policy != "reference":
+            raise ValueError(f"unknown scripted policy {policy!r} for FunctionCall-v0; choose from reference")
+        def reference(messages: list, env: "FunctionCallEnv") -> str:
+            return "".join(format_tool_call(name, args) for name, args in truth_calls(env.task.get("ground_truth") or []))
+
+        return scripted_sft_rows(cls(**{**(env_kwargs or {}), "split": "train"}), reference, episodes, seed, every_task=True)
 
     def score(self, final: ParsedAction | None) -> Score:
         cfg = self.config

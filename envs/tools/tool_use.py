@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, scripted_sft_rows, TrainingDefaults
 from rubricgym.tools import ParsedAction, ToolError, format_tool_call
 
 from .shop import KINDS, REFUND_WINDOW_DAYS, Shop, ShopTask, create_database, make_task, populate, shop_tools, table_state
@@ -92,6 +92,19 @@ class ToolUseEnv(ChatEnv):
             getattr(shop, name)(**arguments)
         return {t: table_state(db, t) for t in task.tables}
 
+    @classmethod
+    def scripted_sft_rows(cls, policy: str = "reference", episodes: int = 64, seed: int = 0,
+                          env_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """SFT rows for a warm start (``--warm-start scripted:reference``) from the ``reference``
+        agent's solved *train* episodes: it looks up what the request does not say (the customer's
+        id by email before an escalation, the order's items before an exchange), makes the task's
+        correct calls, then answers the customer. One row per turn; held-out tasks never appear.
+        """
+        if policy != "reference":
+            raise ValueError(f"unknown scripted policy {policy!r} for ToolUse-v0; choose from reference")
+        return scripted_sft_rows(cls(**{**(env_kwargs or {}), "split": "train"}), _reference_turn, episodes, seed,
+                                 every_task=True)
+
     def task_info(self) -> dict[str, Any]:
         return {"instruction": self.task.instruction, "kind": self.task.kind, "params": dict(self.task.params)}
 
@@ -169,3 +182,19 @@ def tooluse_candidates(env: Any, messages: list, info: dict) -> list[str]:
     calls.append(_call("escalate", customer_id=customer_id, order_id=order, reason="customer request"))
     calls.append("Thank you, your request is handled.")
     return calls
+
+
+def _reference_turn(messages: list[dict[str, Any]], env: "ToolUseEnv") -> str:
+    """The scripted reference agent's next reply: the lookups the request needs, then the task's
+    correct calls in order, then a closing message (it counts its own earlier calls)."""
+    plan: list[str] = []
+    email = re.search(r"\(([^()\s]+@[^()\s]+)\)", env.task.instruction)
+    for name, arguments in env.task.solution:
+        if "customer_id" in arguments and email:
+            plan.append(_call("find_customer", email=email.group(1)))
+        if "new_product_id" in arguments:
+            plan.append(_call("get_order", order_id=arguments["order_id"]))
+        plan.append(_call(name, **arguments))
+    plan.append("It is done. Thank you for your patience.")
+    made = sum(1 for m in messages if m.get("role") == "assistant")
+    return plan[min(made, len(plan) - 1)]
