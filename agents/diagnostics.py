@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rubricgym.judges.base import pair_outcomes
-from rubricgym.tools import MALFORMED_CALL, TOOL_ERROR
+from rubricgym.tools import MALFORMED_CALL, OPEN_TAG, TOOL_ERROR
 
 
 def reward_diagnostics(groups: Sequence[Any]) -> dict[str, float]:
@@ -55,7 +55,7 @@ def reward_diagnostics(groups: Sequence[Any]) -> dict[str, float]:
 def tool_use_stats(groups: Sequence[Any]) -> dict[str, float]:
     """Where episodes may call tools: ``tool_call_rate`` (the share of episodes with at least one
     call, well-formed or not), ``valid_call_rate`` (the share of calls that ran without an error; a
-    malformed call counts as one that did not) and ``tool_calls_per_episode``; {} when no episode
+    malformed call counts as one that did not; calls that are never run count when they parse) and ``tool_calls_per_episode``; {} when no episode
     was offered a tool.
 
     Examples:
@@ -69,12 +69,26 @@ def tool_use_stats(groups: Sequence[Any]) -> dict[str, float]:
         ...     member()])])
         >>> stats["tool_call_rate"], stats["valid_call_rate"], stats["tool_calls_per_episode"]
         (0.6666666666666666, 0.3333333333333333, 1.0)
+
+        Calls that are the answer and never run (``FunctionCall-v0``) are read from the replies:
+
+        >>> answer = member(("assistant", "<tool_call>{...}</tool_call><tool_call>{bad"))
+        >>> answer.messages[0]["tool_calls"] = [{"function": {"name": "f", "arguments": "{}"}}]
+        >>> stats = tool_use_stats([Group(trajectories=[answer])])
+        >>> stats["tool_call_rate"], stats["valid_call_rate"], stats["tool_calls_per_episode"]
+        (1.0, 0.5, 2.0)
     """
     episodes = [t for group in groups for t in group.trajectories if t.episode is not None and t.episode.tools]
     if not episodes:
         return {}
     calls = [[str(m.get("content") or "") for m in t.messages if m.get("role") == "tool"
               or (m.get("role") == "user" and str(m.get("content") or "").startswith(MALFORMED_CALL))] for t in episodes]
+    for member, trajectory in zip(calls, episodes):
+        if not member:  # calls that are the answer and never run (FunctionCall-v0): read from the replies
+            for m in trajectory.messages:
+                if m.get("role") == "assistant":
+                    parsed = len(m.get("tool_calls") or [])
+                    member += ["ok"] * parsed + [MALFORMED_CALL] * max(str(m.get("content") or "").count(OPEN_TAG) - parsed, 0)
     results = [text for member in calls for text in member]
     stats = {"tool_call_rate": float(np.mean([bool(member) for member in calls])),
              "tool_calls_per_episode": len(results) / len(episodes)}

@@ -43,7 +43,8 @@ def plot(curve: list[dict], path, title: str) -> str:
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [row["label"] for row in curve]
     ax.plot(range(len(curve)), [row["accuracy"] for row in curve], "o-", label="held-out success (greedy)")
-    ax.plot(range(len(curve)), [row.get("tool_call_rate", 0.0) for row in curve], "s--", label="tool-call rate")
+    if all("tool_call_rate" in row for row in curve):
+        ax.plot(range(len(curve)), [row["tool_call_rate"] for row in curve], "s--", label="tool-call rate")
     ax.set_xticks(range(len(curve)), labels, rotation=20)
     ax.set_ylim(0, 1.05)
     ax.set_title(title, fontsize=9)
