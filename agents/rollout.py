@@ -77,8 +77,10 @@ def collect_rollouts(envs, policy: Policy, seed: int | None = None, options: dic
         acting_roles = {i: str(roles[i]) if roles[i] is not None else "reasoner" for i in acting}
         for role_index, role in enumerate(sorted(set(acting_roles.values()))):
             members = [i for i in acting if acting_roles[i] == role]
+            # one stream per (run seed, env step, role, member): SeedSequence mixes them without collisions
             seeds = None if generation_seed is None else \
-                [generation_seed + 7919 * batch.steps + 104_729 * role_index + 15_485_863 * i for i in members]
+                [int(np.random.SeedSequence([generation_seed, batch.steps, role_index, i]).generate_state(1)[0])
+                 for i in members]
             conversations = [list(obs[i]) for i in members]
             max_new_tokens = policy.config.role_max_new_tokens.get(role)
             if batcher is not None:
