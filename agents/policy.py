@@ -219,7 +219,7 @@ class Policy:
     def _set_generation(self, tokenizer: Any) -> None:
         self.threads = ThreadTuner(self.config.cpu_threads if self.device.type == "cpu" else "fixed")
         self.stop_ids = stop_token_ids(tokenizer)
-        mb = getattr(self.config, "kv_cache_mb", 0)
+        mb = self.config.kv_cache_mb
         self.prefix_cache = PrefixCache(max_bytes=mb << 20) if mb > 0 else None
 
     def weights_stamp(self) -> int:

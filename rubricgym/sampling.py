@@ -73,6 +73,7 @@ class PrefixCache:
 
         self.max_bytes = max_bytes
         self.entries: "OrderedDict[tuple[int, ...], list]" = OrderedDict()
+        self._arrays: dict[tuple[int, ...], Any] = {}  # each key as an array once, not per lookup
         self.bytes = 0
         self.stamp: Any = None
         self.reused_tokens = 0
@@ -87,6 +88,7 @@ class PrefixCache:
 
     def clear(self) -> None:
         self.entries.clear()
+        self._arrays.clear()
         self.bytes = 0
 
     def lookup(self, prompt: Sequence[int], stamp: Any = None) -> tuple[int, list | None]:
@@ -101,7 +103,7 @@ class PrefixCache:
             n = min(len(key), len(wanted) - 1)
             if n <= best:
                 continue
-            differ = np.flatnonzero(np.asarray(key[:n], dtype=np.int64) != wanted[:n])
+            differ = np.flatnonzero(self._arrays[key][:n] != wanted[:n])
             common = int(differ[0]) if len(differ) else n
             if common > best:
                 best, best_key = common, key
@@ -117,7 +119,10 @@ class PrefixCache:
         key = tuple(int(t) for t in tokens)
         for old in [k for k in self.entries if len(k) <= len(key) and key[:len(k)] == k]:
             self._drop(old)
+        import numpy as np
+
         self.entries[key] = layers
+        self._arrays[key] = np.asarray(key, dtype=np.int64)
         self.bytes += sum(k.nbytes + v.nbytes for k, v in layers)
         while self.bytes > self.max_bytes and self.entries:
             self._drop(next(iter(self.entries)))
@@ -130,6 +135,7 @@ class PrefixCache:
 
     def _drop(self, key: tuple[int, ...]) -> None:
         layers = self.entries.pop(key)
+        self._arrays.pop(key, None)
         self.bytes -= sum(k.nbytes + v.nbytes for k, v in layers)
 
 

@@ -120,6 +120,22 @@ def test_sampling_logprobs_equal_training_logprobs_with_left_padding(tokenizer):
     assert torch.allclose(recomputed[mask], sampled[mask], atol=1e-4), (recomputed[mask] - sampled[mask]).abs().max()
 
 
+def test_our_greedy_decoding_equals_transformers_generate_on_a_left_padded_batch(tokenizer):
+    """The decoding loop (rubricgym.sampling) that replaced ``generate``: same greedy tokens,
+    rows of different prompt lengths in one batch, rows leaving the batch as they stop."""
+    from rubricgym.sampling import generate_with_logprobs, left_pad
+
+    policy = tiny_policy(tokenizer, max_new_tokens=10)
+    prompts = [policy.encode_prompt([{"role": "user", "content": text}]) for text in ("Hi", "What is 3 + 4? " * 5, "x")]
+    ours = generate_with_logprobs(policy.model, tokenizer, prompts, 10, greedy=True, stop_ids=policy.stop_ids)
+    ids, mask = left_pad(prompts, tokenizer.pad_token_id)
+    with torch.no_grad():
+        theirs = policy.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=10, do_sample=False,
+                                       eos_token_id=policy.stop_ids, pad_token_id=tokenizer.pad_token_id)
+    for row, generated in enumerate(ours):
+        assert theirs[row, ids.shape[1]:].tolist()[:len(generated.completion_ids)] == generated.completion_ids
+
+
 def test_kl_is_zero_for_a_fresh_adapter(tokenizer):
     policy = tiny_policy(tokenizer)
     samples = policy.sample([[{"role": "user", "content": "hello"}]] * 2)
