@@ -121,9 +121,7 @@ class GRPO:
             for start in range(0, len(samples), cfg.micro_batch_size):
                 chunk = samples[start:start + cfg.micro_batch_size]
                 chunk_adv = adv[start:start + cfg.micro_batch_size].to(self.policy.device)
-                batch_t = self.policy.batch_tensors(chunk)
-                mask = batch_t["completion_mask"]
-                scores = self.policy.score_tokens(batch_t, entropy=True)
+                scores, mask = self.policy.score_samples(chunk, entropy=True)  # a shared prompt read once
                 logprobs = scores.logprobs
                 old = olds.setdefault(start, self.policy.behaviour_logprobs(chunk, logprobs))
                 if iteration == 0 and chunk[0].meta.get("logprobs_from") == "server":
@@ -131,7 +129,7 @@ class GRPO:
                     trainer_logprobs += completion_logprobs(chunk, logprobs)
                 token_loss, clipped = clipped_token_loss(logprobs, old, chunk_adv[:, None], cfg.epsilon_low, cfg.epsilon_high)
                 if cfg.beta > 0:
-                    kl = k3_kl(logprobs, self.policy.reference_logprobs(batch_t))
+                    kl = k3_kl(logprobs, self.policy.reference_logprobs(chunk))
                     token_loss = token_loss + cfg.beta * kl
                     kl_sum += float((kl * mask).sum())
                 loss = aggregate(token_loss, mask, cfg.loss_type, total_tokens, total_sequences, max_new)

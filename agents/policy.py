@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from rubricgym.sampling import PrefixCache, generate_with_logprobs, left_pad, stop_token_ids
+from rubricgym.sampling import PrefixCache, common_prefix_length, generate_with_logprobs, left_pad, stop_token_ids
 from rubricgym.tools import render_messages
 
 
@@ -322,7 +322,6 @@ class Policy:
         positions need logits: the LM head runs on those alone (``logits_to_keep``), which keeps
         the (batch x positions x vocabulary) tensor small. Other positions get 0.
         """
-        temperature = temperature if temperature is not None else self.config.temperature
         width = batch["input_ids"].shape[1]
         mask = batch.get("completion_mask")
         # right-aligned completions fill the last (longest completion) columns
@@ -330,11 +329,55 @@ class Policy:
         out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                          position_ids=batch["position_ids"], output_hidden_states=hidden, use_cache=False,
                          logits_to_keep=keep + 1)
-        logits = out.logits[:, :-1].float() / temperature  # position j predicts token j + 1
-        targets = batch["input_ids"][:, width - keep:]
+        scores = self._scores(out.logits, batch["input_ids"], keep, temperature, entropy)
+        scores.hidden = out.hidden_states[-1] if hidden else None
+        return scores
+
+    def score_samples(self, samples: Sequence[Sample], temperature: float | None = None, entropy: bool = False,
+                      min_shared_tokens: int = 16) -> tuple["TokenScores", torch.Tensor]:
+        """:meth:`score_tokens` for samples, with the prefix they all share (a group's prompt)
+        read once: its keys and values, computed with gradient, serve every row, so a group of G
+        completions costs one prompt instead of G. Exact: each row's tokens see the same
+        positions and predecessors as in :meth:`batch_tensors`' layout.
+
+        Returns the scores and the completion mask, both over the rows' suffixes (after the
+        shared prefix), completions right-aligned as :meth:`score_tokens` lays them out.
+        """
+        sequences = [list(s.prompt_ids) + list(s.completion_ids) for s in samples]
+        # the suffix keeps at least the prompt's last token, which predicts the first completion token
+        shared = min(common_prefix_length(sequences), min(len(s.prompt_ids) for s in samples)) - 1
+        if len(samples) < 2 or shared < min_shared_tokens:
+            shared = 0
+        ids, attention = self._left_pad([q[shared:] for q in sequences])
+        width = ids.shape[1]
+        completion_mask = torch.zeros_like(attention, dtype=torch.float32)
+        for row, s in enumerate(samples):
+            completion_mask[row, width - len(s.completion_ids):] = 1.0
+        positions = shared + (attention.cumsum(-1) - 1).clamp(min=0)
+        cache = None
+        if shared:
+            cache = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.device),
+                               use_cache=True).past_key_values
+            cache.batch_repeat_interleave(len(samples))  # differentiable: the prompt's gradient sums over rows
+            attention = torch.cat([torch.ones(len(samples), shared, dtype=attention.dtype, device=self.device),
+                                   attention], dim=1)
+        keep = min(max(len(s.completion_ids) for s in samples), width - 1)
+        keep = max(keep, 1)
+        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
+                         use_cache=cache is not None, logits_to_keep=keep + 1)
+        return self._scores(out.logits, ids, keep, temperature, entropy), completion_mask
+
+    def _scores(self, logits: torch.Tensor, input_ids: torch.Tensor, keep: int, temperature: float | None,
+                entropy: bool) -> "TokenScores":
+        """Log-probs (and entropies) of the last ``keep`` tokens of ``input_ids`` from the logits of
+        the ``keep + 1`` positions before them, padded with zeros on the left to the full width."""
+        temperature = temperature if temperature is not None else self.config.temperature
+        width = input_ids.shape[1]
+        logits = logits[:, :-1].float() / temperature  # position j predicts token j + 1
+        targets = input_ids[:, width - keep:]
         log_norm = torch.logsumexp(logits, dim=-1)
         chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
-        scores = TokenScores(F.pad(chosen, (width - keep, 0)), out.hidden_states[-1] if hidden else None)
+        scores = TokenScores(F.pad(chosen, (width - keep, 0)))
         if entropy:
             with torch.no_grad():
                 log_p = logits - log_norm.unsqueeze(-1)
@@ -347,12 +390,13 @@ class Policy:
         scores = self.score_tokens(batch, temperature, hidden=return_hidden)
         return (scores.logprobs, scores.hidden) if return_hidden else scores.logprobs
 
-    def reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Log-probs under the reference policy: the same weights with the adapter disabled."""
+    def reference_logprobs(self, batch: dict[str, torch.Tensor] | Sequence[Sample]) -> torch.Tensor:
+        """Log-probs under the reference policy: the same weights with the adapter disabled; of a
+        :meth:`batch_tensors` batch, or of samples laid out as :meth:`score_samples` lays them."""
         if not self.has_adapter:
             raise ValueError("a reference policy needs a LoRA adapter (lora_r > 0): it is the base model")
         with torch.no_grad(), self.model.disable_adapter():
-            return self.token_logprobs(batch)
+            return self.token_logprobs(batch) if isinstance(batch, dict) else self.score_samples(batch)[0].logprobs
 
     def sync_generator(self, step: int) -> dict[str, float]:
         """After an update: make the generation backend sample from the new weights (a server

@@ -7,6 +7,11 @@ runs in its own subprocess (so peak resident memory is its own); the script runs
 after the other, ``--rounds`` times alternating, and reports medians.
 
     python benchmarks/grpo_vs_trl.py [--steps 6] [--rounds 1]
+    python benchmarks/grpo_vs_trl.py --multi-turn    # Math-v0 level 3 with the calculator, up to 3 turns
+
+``--multi-turn``: each member may call the calculator and answer in up to 3 turns (at most 64
+tokens each); TRL plays the episodes through rubricgym's ``EnvRollout`` (its ``rollout_func``,
+the only way its GRPOTrainer runs an env's multi-turn loop here), reward ``env_reward``.
 
 Ends with ``RESULT step_time_ratio=<ours/trl> peak_rss_ratio=<ours/trl>`` (targets <= 0.5, <= 1.0).
 """
@@ -27,6 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 COMPLETIONS, MAX_TOKENS, LORA_R, LORA_ALPHA, LR = 8, 64, 16, 32, 2e-4
+MULTI_TURN = {"levels": (3,), "tools": ["calculator"], "max_turns": 3}
 
 
 def prompts(n: int) -> list[list[dict]]:
@@ -42,11 +48,11 @@ def prompts(n: int) -> list[list[dict]]:
     return rows
 
 
-def run_ours(steps: int, max_tokens: int = MAX_TOKENS) -> list[float]:
+def run_ours(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False) -> list[float]:
     from rubricgym.agents.policy import PolicyConfig
     from rubricgym.agents.train import TrainConfig, Trainer
 
-    config = TrainConfig(env_kwargs={"levels": (1,)}, steps=steps, group_size=COMPLETIONS, groups_per_step=1, eval_tasks=0,
+    config = TrainConfig(env_kwargs=MULTI_TURN if multi_turn else {"levels": (1,)}, steps=steps, group_size=COMPLETIONS, groups_per_step=1, eval_tasks=0,
                          checkpoint_every=0, output_dir="/tmp/rubricgym-vs-trl",
                          policy=PolicyConfig(max_new_tokens=max_tokens, lora_r=LORA_R, lora_alpha=LORA_ALPHA, temperature=1.0, cpu_threads="fixed"))
     config.grpo.learning_rate = LR
@@ -59,7 +65,7 @@ def run_ours(steps: int, max_tokens: int = MAX_TOKENS) -> list[float]:
     return times
 
 
-def run_trl(steps: int, max_tokens: int = MAX_TOKENS) -> list[float]:
+def run_trl(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False) -> list[float]:
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -70,6 +76,12 @@ def run_trl(steps: int, max_tokens: int = MAX_TOKENS) -> list[float]:
 
     rows = prompts(steps)
     dataset = Dataset.from_list([{"prompt": obs, "answer": answer} for obs, answer in rows])
+    rollout = None
+    if multi_turn:
+        from rubricgym.integrations.trl import EnvRollout, env_reward
+
+        rollout = EnvRollout("Math-v0", **MULTI_TURN)
+        dataset = rollout.dataset(seed=0)
 
     def outcome(completions, answer, **_):
         out = []
@@ -95,15 +107,16 @@ def run_trl(steps: int, max_tokens: int = MAX_TOKENS) -> list[float]:
                         max_completion_length=max_tokens, learning_rate=LR, max_steps=steps, temperature=1.0,
                         logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, beta=0.0,
                         gradient_accumulation_steps=1, shuffle_dataset=False, seed=0)
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=outcome, args=config, train_dataset=dataset,
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=env_reward if multi_turn else outcome,
+                          rollout_func=rollout, args=config, train_dataset=dataset,
                           peft_config=LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, target_modules="all-linear",
                                                  task_type="CAUSAL_LM"), callbacks=[Timer()])
     trainer.train()
     return times
 
 
-def child(impl: str, steps: int, max_tokens: int) -> None:
-    times = run_ours(steps, max_tokens) if impl == "ours" else run_trl(steps, max_tokens)
+def child(impl: str, steps: int, max_tokens: int, multi_turn: bool) -> None:
+    times = (run_ours if impl == "ours" else run_trl)(steps, max_tokens, multi_turn)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("CHILD " + json.dumps({"impl": impl, "times": times, "peak_rss_mb": peak_mb}))
 
@@ -113,17 +126,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--tokens", type=int, default=MAX_TOKENS, help="completion budget of each of the 8 completions")
+    parser.add_argument("--multi-turn", action="store_true", help="Math-v0 level 3 with the calculator, up to 3 turns")
     parser.add_argument("--child", choices=["ours", "trl"])
     add_smoke_flag(parser, steps=2, tokens=4)  # the first step is warm-up and not timed
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.steps, args.tokens)
+        child(args.child, args.steps, args.tokens, args.multi_turn)
         return
     results: dict[str, list[dict]] = {"ours": [], "trl": []}
     for _ in range(args.rounds):
         for impl in ("trl", "ours"):
             out = subprocess.run([sys.executable, __file__, "--child", impl, "--steps", str(args.steps),
-                                  "--tokens", str(args.tokens)],
+                                  "--tokens", str(args.tokens)] + ["--multi-turn"] * args.multi_turn,
                                  capture_output=True, text=True)
             line = next((l for l in out.stdout.splitlines() if l.startswith("CHILD ")), None)
             if line is None:
@@ -137,7 +151,8 @@ def main() -> None:
         print(f"{impl:>4}: median step {summary[impl]['step_s']:.2f} s over {len(steady)} steps, "
               f"peak RSS {summary[impl]['peak_rss_mb']:.0f} MB")
     print(f"RESULT step_time_ratio={summary['ours']['step_s'] / summary['trl']['step_s']:.3f} "
-          f"peak_rss_ratio={summary['ours']['peak_rss_mb'] / summary['trl']['peak_rss_mb']:.3f}")
+          f"peak_rss_ratio={summary['ours']['peak_rss_mb'] / summary['trl']['peak_rss_mb']:.3f} "
+          f"variant={'multi_turn' if args.multi_turn else 'single_turn'}")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,22 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int, device: Any = "cpu
     return ids.to(device), mask.to(device)
 
 
+def common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens every sequence shares.
+
+    Examples:
+        >>> common_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]])
+        2
+        >>> common_prefix_length([[5], [6]])
+        0
+    """
+    first, n = sequences[0], min(len(s) for s in sequences)
+    for i in range(n):
+        if any(s[i] != first[i] for s in sequences[1:]):
+            return i
+    return n
+
+
 class PrefixCache:
     """Key / value states of token sequences the model has already read, so that a prompt that
     extends one of them (the next turn of an episode: the last prompt, the sampled completion, the

@@ -136,6 +136,41 @@ def test_our_greedy_decoding_equals_transformers_generate_on_a_left_padded_batch
         assert theirs[row, ids.shape[1]:].tolist()[:len(generated.completion_ids)] == generated.completion_ids
 
 
+def test_a_shared_prompt_read_once_gives_the_same_logprobs_and_gradient(tokenizer):
+    """score_samples reads the prefix every sample shares once (its keys and values, with
+    gradient, serve every row): log-probs, entropies and the LoRA gradient equal the full
+    left-padded batch's, for a group's completions of different lengths and a one-token one."""
+    policy = tiny_policy(tokenizer, seed=3, max_new_tokens=10)
+    with torch.no_grad():  # a fresh adapter's B is zero: make the adapter part of the gradient's path
+        for name, param in policy.model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.2)
+    prompt = policy.encode_prompt([{"role": "system", "content": "Think, then answer. " * 4},
+                                   {"role": "user", "content": "What is 12 + 30?"}])
+    samples = policy.sample_ids([prompt] * 3) + [Sample(prompt, [33], [0.0], "B", False)]
+    policy.model.train()
+
+    def gradient(logprobs, mask):
+        policy.model.zero_grad()
+        (logprobs * mask).sum().backward()
+        return torch.cat([p.grad.flatten() for p in policy.trainable_parameters()])
+
+    tensors = policy.batch_tensors(samples)
+    full = policy.score_tokens(tensors, entropy=True)
+    full_grad = gradient(full.logprobs, tensors["completion_mask"])
+    shared, mask = policy.score_samples(samples, entropy=True)
+    assert mask.shape[1] < tensors["input_ids"].shape[1] - len(prompt) + 2  # the prompt is not in the rows
+    assert torch.equal(tensors["completion_mask"][:, -mask.shape[1]:], mask)
+    at = mask.bool()
+    assert torch.allclose(full.logprobs[:, -mask.shape[1]:][at], shared.logprobs[at], atol=1e-5)
+    assert torch.allclose(full.entropy[:, -mask.shape[1]:][at], shared.entropy[at], atol=1e-5)
+    shared_grad = gradient(shared.logprobs, mask)
+    assert full_grad.norm() > 0 and (full_grad - shared_grad).norm() < 1e-4 * full_grad.norm()
+    # nothing shared (one sample, or prompts that part at once): the rows are the whole sequences
+    alone, alone_mask = policy.score_samples(samples[:1])
+    assert alone_mask.shape[1] == len(samples[0].prompt_ids) + len(samples[0].completion_ids)
+
+
 def test_kl_is_zero_for_a_fresh_adapter(tokenizer):
     policy = tiny_policy(tokenizer)
     samples = policy.sample([[{"role": "user", "content": "hello"}]] * 2)

@@ -171,3 +171,24 @@ def test_ruler_combination_default():
                                         "Returns are possible within 90 days."])
     env_part = info["reward_components"]["env"]
     assert list(rewards) == pytest.approx(list(0.5 * env_part + 0.5 * np.array([0.8, 0.3])))
+
+
+def test_agentic_warm_start_rows_search_then_answer_train_questions_only():
+    """``--warm-start scripted:reference`` on RagSupport-v0: the reference agent searches with the
+    question, then answers with the reference answer and its citations; only solved *train*
+    episodes become rows (every turn one row), never a held-out question."""
+    rows = RagSupportEnv.scripted_sft_rows("reference", episodes=1000, env_kwargs={"mode": "agentic"})
+    train, test = RagSupportEnv(mode="agentic", split="train"), RagSupportEnv(mode="agentic", split="test")
+    searches, answers = rows[0::2], rows[1::2]
+    assert len(searches) == len(answers) > 0.9 * len(train.tasks)
+    assert all(r["completion"].startswith('<tool_call>{"name": "search"') for r in searches)
+    assert all(a["messages"][-1]["role"] == "tool" and not a["completion"].startswith("<tool_call>") for a in answers)
+    shown = {r["messages"][-1]["content"] for r in searches}
+    assert shown <= {t.question for t in train.tasks} and not shown & {t.question for t in test.tasks}
+    # an answer row replayed through the env is correct
+    task = next(t for t in train.tasks if t.question == searches[0]["messages"][-1]["content"])
+    train.reset(options={"task_id": task.id})
+    train.step(searches[0]["completion"])
+    assert train.step(answers[0]["completion"])[4]["correct"] is True
+    with pytest.raises(ValueError, match="unknown scripted policy"):
+        RagSupportEnv.scripted_sft_rows("oracle", episodes=1)

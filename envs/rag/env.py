@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, split_tasks, TrainingDefaults
-from rubricgym.tools import ParsedAction, Tool, ToolError
+from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, scripted_sft_rows, split_tasks, TrainingDefaults
+from rubricgym.tools import ParsedAction, Tool, ToolError, format_tool_call
 
 from .kb import Article, RagTask, SupportDataset, load_support_dataset
 from .retrieval import Retriever, make_retriever
@@ -115,6 +115,32 @@ class RagSupportEnv(ChatEnv):
             rendered = "\n\n".join(a.render() for a in articles) or "(no article matched)"
             user = f"{task.question}\n\n[Retrieved articles]:\n{rendered}"
         return [{"role": "system", "content": self.system_prompt}, *history, {"role": "user", "content": user}]
+
+    @classmethod
+    def scripted_sft_rows(cls, policy: str = "reference", episodes: int = 64, seed: int = 0,
+                          env_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """SFT rows for a warm start (``--warm-start scripted:reference``) from the ``reference``
+        agent's solved *train* episodes: in agentic mode it searches with the customer's question,
+        then gives the task's reference answer with the supporting articles cited in brackets (a
+        refusal, uncited, when the knowledge base does not answer). One row per turn; held-out
+        tasks never appear.
+
+        Examples:
+            >>> rows = RagSupportEnv.scripted_sft_rows(episodes=2, env_kwargs={"mode": "agentic"})
+            >>> [len(rows), rows[0]["completion"].startswith('<tool_call>{"name": "search"')]
+            [4, True]
+        """
+        if policy != "reference":
+            raise ValueError(f"unknown scripted policy {policy!r} for RagSupport-v0; choose from reference")
+
+        def reference(messages: list, env: "RagSupportEnv") -> str:
+            task = env.task
+            if env.tools and not any(m["role"] == "tool" for m in messages):
+                return format_tool_call("search", {"query": task.question})
+            missing = [i for i in task.supporting_ids if i not in cited_ids(task.answer, env.known_ids)]
+            return task.answer + (" [" + ", ".join(missing) + "]" if task.answerable and missing else "")
+
+        return scripted_sft_rows(cls(**{**(env_kwargs or {}), "split": "train"}), reference, episodes, seed, every_task=True)
 
     def task_info(self) -> dict[str, Any]:
         task = self.task
