@@ -23,7 +23,9 @@ class AlgoConfig:
     """Lower clip of the probability ratio: 1 - epsilon_low."""
     epsilon_high: float = 0.28
     """Upper clip of the ratio: 1 + epsilon_high (clip-higher; PPO uses the symmetric 0.2)."""
-    micro_batch_size: int = 2
-    """Completions per forward/backward pass (gradients accumulate across micro-batches): small
-    micro-batches bound the activation memory at little cost in speed on CPU. On a GPU use 16 or
-    more: 2 made an H200's update 4.4x slower at the same process peak, set by sampling (benchmarks/results/gpu_check.md)."""
+    micro_batch_size: int = 8
+    """Completions per forward/backward pass (gradients accumulate across micro-batches). The
+    prefix a micro-batch's completions share (a group's prompt) is read once, so a micro-batch of
+    a whole group pays: 8 made a CPU update of one group of 8 1.4x faster than 2 (2.98 s against
+    4.13 s, benchmarks/grpo_vs_trl.py's setting); smaller ones bound the activation memory. On a GPU
+    use 16 or more: 2 made an H200's update 4.4x slower (benchmarks/results/gpu_check.md)."""

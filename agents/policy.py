@@ -48,6 +48,10 @@ class PolicyConfig:
     top_p: float = 1.0
     max_prompt_tokens: int = 1024
     """Longer prompts keep their last tokens."""
+    head_chunk_tokens: int = 256
+    """Training scores completion tokens through the LM head this many positions at a time (the
+    logits recomputed in backward), so a micro-batch never holds all its (positions x vocabulary)
+    logits: 256 x 49,152 x 4 bytes = 50 MB for the default model."""
     kv_cache_mb: int = 1024
     """Memory for reusing what the model has read (in-process sampling): a turn's prompt is read
     only from where it leaves the episode's previous prompt and completion, and a group's shared
@@ -134,6 +138,50 @@ class TokenScores:
     logprobs: torch.Tensor
     hidden: torch.Tensor | None = None
     entropy: torch.Tensor | None = None
+
+
+class HeadLogprobs(torch.autograd.Function):
+    """Log-probs of target tokens, and their positions' entropies (no gradient), through a frozen
+    LM head, a chunk of positions at a time: backward recomputes each chunk's logits, so the
+    (positions x vocabulary) logits of a micro-batch are never held at once (the idea of Liger's
+    fused linear cross-entropy; exact, at the cost of one more head matmul).
+
+    Examples:
+        >>> hidden, head = torch.randn(5, 4, requires_grad=True), torch.randn(7, 4)
+        >>> targets = torch.tensor([0, 3, 6, 1, 1])
+        >>> chosen, _ = HeadLogprobs.apply(hidden, head, targets, 1.0, 2)
+        >>> plain = torch.log_softmax(hidden @ head.t(), -1).gather(-1, targets[:, None]).squeeze(-1)
+        >>> bool(torch.allclose(chosen, plain, atol=1e-6))
+        True
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, temperature, chunk):
+        chosen = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        entropy = torch.empty_like(chosen)
+        for start in range(0, hidden.shape[0], chunk):
+            logits = (hidden[start:start + chunk] @ weight.t()).float() / temperature
+            log_norm = torch.logsumexp(logits, dim=-1)
+            chosen[start:start + chunk] = logits.gather(-1, targets[start:start + chunk, None]).squeeze(-1) - log_norm
+            log_p = logits - log_norm[:, None]
+            entropy[start:start + chunk] = -(log_p.exp() * log_p).sum(-1)
+        ctx.save_for_backward(hidden, weight, targets)
+        ctx.temperature, ctx.chunk = temperature, chunk
+        ctx.mark_non_differentiable(entropy)
+        return chosen, entropy
+
+    @staticmethod
+    def backward(ctx, grad_chosen, grad_entropy):
+        hidden, weight, targets = ctx.saved_tensors
+        grad_hidden = torch.empty_like(hidden)
+        for start in range(0, hidden.shape[0], ctx.chunk):
+            end = start + ctx.chunk
+            logits = (hidden[start:end] @ weight.t()).float() / ctx.temperature
+            # d log p(t) / d logits = onehot(t) - softmax
+            grad_logits = torch.softmax(logits, dim=-1).mul_(-grad_chosen[start:end, None])
+            grad_logits.scatter_add_(-1, targets[start:end, None], grad_chosen[start:end, None])
+            grad_hidden[start:end] = (grad_logits / ctx.temperature).to(weight.dtype) @ weight
+        return grad_hidden, None, None, None, None
 
 
 def resolve_device(device: str) -> tuple[torch.device, torch.dtype]:
@@ -361,11 +409,27 @@ class Policy:
             cache.batch_repeat_interleave(len(samples))  # differentiable: the prompt's gradient sums over rows
             attention = torch.cat([torch.ones(len(samples), shared, dtype=attention.dtype, device=self.device),
                                    attention], dim=1)
-        keep = min(max(len(s.completion_ids) for s in samples), width - 1)
-        keep = max(keep, 1)
-        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
-                         use_cache=cache is not None, logits_to_keep=keep + 1)
-        return self._scores(out.logits, ids, keep, temperature, entropy), completion_mask
+        keep = max(min(max(len(s.completion_ids) for s in samples), width - 1), 1)
+        inputs = dict(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
+                      use_cache=cache is not None)
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        head = base.get_output_embeddings()
+        if not _plain_frozen_head(base, head):  # a trained, biased or soft-capped head: the model's own logits
+            out = self.model(**inputs, logits_to_keep=keep + 1)
+            return self._scores(out.logits, ids, keep, temperature, entropy), completion_mask
+        # the head runs only where a completion token is scored, a chunk of positions at a time
+        hidden = base.get_decoder()(**inputs).last_hidden_state[:, width - keep - 1:-1]
+        scored = completion_mask[:, width - keep:].bool()
+        temperature = temperature if temperature is not None else self.config.temperature
+        chosen, spread = HeadLogprobs.apply(hidden[scored], head.weight, ids[:, width - keep:][scored], temperature,
+                                            self.config.head_chunk_tokens)
+        logprobs = torch.zeros(scored.shape, dtype=chosen.dtype, device=chosen.device)
+        logprobs[scored] = chosen
+        scores = TokenScores(F.pad(logprobs, (width - keep, 0)))
+        if entropy:
+            scores.entropy = F.pad(torch.zeros_like(logprobs).index_put_(torch.nonzero(scored, as_tuple=True), spread),
+                                   (width - keep, 0))
+        return scores, completion_mask
 
     def _scores(self, logits: torch.Tensor, input_ids: torch.Tensor, keep: int, temperature: float | None,
                 entropy: bool) -> "TokenScores":
@@ -373,15 +437,17 @@ class Policy:
         the ``keep + 1`` positions before them, padded with zeros on the left to the full width."""
         temperature = temperature if temperature is not None else self.config.temperature
         width = input_ids.shape[1]
-        logits = logits[:, :-1].float() / temperature  # position j predicts token j + 1
+        logits = logits[:, :-1].float()  # position j predicts token j + 1
+        if temperature != 1.0:  # a (rows x positions x vocabulary) copy: only when it changes something
+            logits = logits / temperature
         targets = input_ids[:, width - keep:]
         log_norm = torch.logsumexp(logits, dim=-1)
         chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
         scores = TokenScores(F.pad(chosen, (width - keep, 0)))
         if entropy:
-            with torch.no_grad():
-                log_p = logits - log_norm.unsqueeze(-1)
-                scores.entropy = F.pad(-(log_p.exp() * log_p).sum(-1), (width - keep, 0))
+            with torch.no_grad():  # row by row: two vocabulary-wide temporaries of one row, not of the batch
+                rows = [-(torch.exp(log_p := row - norm.unsqueeze(-1)) * log_p).sum(-1) for row, norm in zip(logits, log_norm)]
+                scores.entropy = F.pad(torch.stack(rows), (width - keep, 0))
         return scores
 
     def token_logprobs(self, batch: dict[str, torch.Tensor], temperature: float | None = None,
@@ -419,6 +485,15 @@ class Policy:
             if s.logprobs:
                 old[row, width - len(s.logprobs):] = torch.tensor(s.logprobs, dtype=old.dtype)
         return old
+
+
+def _plain_frozen_head(model: Any, head: Any) -> bool:
+    """Whether the logits are exactly ``hidden @ head.weight.T``, with no gradient to the head (what
+    :class:`HeadLogprobs` computes): a bias-free linear head outside the adapter, no soft-capping."""
+    config = getattr(model, "config", None)
+    return (type(head) is torch.nn.Linear and head.bias is None and not head.weight.requires_grad
+            and not getattr(config, "final_logit_softcapping", None) and getattr(config, "logit_scale", None) in (None, 1.0)
+            and hasattr(model, "get_decoder"))
 
 
 def completion_logprobs(samples: Sequence[Sample], logprobs: torch.Tensor) -> list[list[float]]:

@@ -138,8 +138,9 @@ def test_our_greedy_decoding_equals_transformers_generate_on_a_left_padded_batch
 
 def test_a_shared_prompt_read_once_gives_the_same_logprobs_and_gradient(tokenizer):
     """score_samples reads the prefix every sample shares once (its keys and values, with
-    gradient, serve every row): log-probs, entropies and the LoRA gradient equal the full
-    left-padded batch's, for a group's completions of different lengths and a one-token one."""
+    gradient, serve every row) and runs the LM head only on completion positions, a chunk at a
+    time: log-probs, entropies and the LoRA gradient equal the full left-padded batch's, for a
+    group's completions of different lengths and a one-token one."""
     policy = tiny_policy(tokenizer, seed=3, max_new_tokens=10)
     with torch.no_grad():  # a fresh adapter's B is zero: make the adapter part of the gradient's path
         for name, param in policy.model.named_parameters():
@@ -155,6 +156,10 @@ def test_a_shared_prompt_read_once_gives_the_same_logprobs_and_gradient(tokenize
         (logprobs * mask).sum().backward()
         return torch.cat([p.grad.flatten() for p in policy.trainable_parameters()])
 
+    from rubricgym.agents.policy import _plain_frozen_head
+
+    base = policy.model.get_base_model()
+    assert _plain_frozen_head(base, base.get_output_embeddings())  # the chunked head path is the one tested
     tensors = policy.batch_tensors(samples)
     full = policy.score_tokens(tensors, entropy=True)
     full_grad = gradient(full.logprobs, tensors["completion_mask"])
@@ -393,6 +398,6 @@ def test_warm_start_from_scripted_episodes_or_a_file_then_rl_logs_tool_use(token
     config.warm_start = "scripted:nobody"
     with pytest.raises(ValueError, match="unknown scripted policy"):
         trainer.warm_start_rows()
-    config.env, config.warm_start = "RagSupport-v0", "scripted:calculator"
+    config.env, config.warm_start = "WordSort-v0", "scripted:calculator"
     with pytest.raises(ValueError, match="has no scripted agents"):
         trainer.warm_start_rows()
