@@ -13,7 +13,12 @@ after the other, ``--rounds`` times alternating, and reports medians.
 tokens each); TRL plays the episodes through rubricgym's ``EnvRollout`` (its ``rollout_func``,
 the only way its GRPOTrainer runs an env's multi-turn loop here), reward ``env_reward``.
 
-Ends with ``RESULT step_time_ratio=<ours/trl> peak_rss_ratio=<ours/trl>`` (targets <= 0.5, <= 1.0).
+Each side keeps its own defaults otherwise: TRL's GRPOConfig checkpoints activations (recomputed
+in backward: less memory, more time); ours reads a group's shared prompt once per micro-batch
+(``--micro-batch-size``, 8 by default) and runs the LM head a chunk of positions at a time.
+
+Ends with ``RESULT step_time_ratio=<ours/trl> peak_rss_ratio=<ours/trl> variant=<single_turn|multi_turn>``
+(#27's targets: <= 0.4 and <= 0.8).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ def prompts(n: int) -> list[list[dict]]:
     return rows
 
 
-def run_ours(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False) -> list[float]:
+def run_ours(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False, micro_batch_size: int = 0) -> list[float]:
     from rubricgym.agents.policy import PolicyConfig
     from rubricgym.agents.train import TrainConfig, Trainer
 
@@ -56,6 +61,7 @@ def run_ours(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False)
                          checkpoint_every=0, output_dir="/tmp/rubricgym-vs-trl",
                          policy=PolicyConfig(max_new_tokens=max_tokens, lora_r=LORA_R, lora_alpha=LORA_ALPHA, temperature=1.0, cpu_threads="fixed"))
     config.grpo.learning_rate = LR
+    config.grpo.micro_batch_size = micro_batch_size or config.grpo.micro_batch_size
     trainer = Trainer(config)
     times = []
     for _ in range(steps):
@@ -115,8 +121,8 @@ def run_trl(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False) 
     return times
 
 
-def child(impl: str, steps: int, max_tokens: int, multi_turn: bool) -> None:
-    times = (run_ours if impl == "ours" else run_trl)(steps, max_tokens, multi_turn)
+def child(impl: str, steps: int, max_tokens: int, multi_turn: bool, micro_batch_size: int) -> None:
+    times = run_ours(steps, max_tokens, multi_turn, micro_batch_size) if impl == "ours" else run_trl(steps, max_tokens, multi_turn)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("CHILD " + json.dumps({"impl": impl, "times": times, "peak_rss_mb": peak_mb}))
 
@@ -127,17 +133,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--tokens", type=int, default=MAX_TOKENS, help="completion budget of each of the 8 completions")
     parser.add_argument("--multi-turn", action="store_true", help="Math-v0 level 3 with the calculator, up to 3 turns")
+    parser.add_argument("--micro-batch-size", type=int, default=0, help="our GRPO's completions per pass; 0: its default")
     parser.add_argument("--child", choices=["ours", "trl"])
     add_smoke_flag(parser, steps=2, tokens=4)  # the first step is warm-up and not timed
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.steps, args.tokens, args.multi_turn)
+        child(args.child, args.steps, args.tokens, args.multi_turn, args.micro_batch_size)
         return
     results: dict[str, list[dict]] = {"ours": [], "trl": []}
     for _ in range(args.rounds):
         for impl in ("trl", "ours"):
             out = subprocess.run([sys.executable, __file__, "--child", impl, "--steps", str(args.steps),
-                                  "--tokens", str(args.tokens)] + ["--multi-turn"] * args.multi_turn,
+                                  "--tokens", str(args.tokens), "--micro-batch-size", str(args.micro_batch_size)]
+                                 + ["--multi-turn"] * args.multi_turn,
                                  capture_output=True, text=True)
             line = next((l for l in out.stdout.splitlines() if l.startswith("CHILD ")), None)
             if line is None:

@@ -17,9 +17,14 @@ def trainer_config(output_dir: str, groups_per_step: int = 2):
     from rubricgym.agents.policy import PolicyConfig
     from rubricgym.agents.train import TrainConfig
 
-    return TrainConfig(env="Math-v0", env_kwargs={"levels": (1,)}, steps=2, group_size=2, groups_per_step=groups_per_step,
-                       eval_tasks=0, checkpoint_every=0, record_groups=0, report_to=(), show_completions=0, seed=0,
-                       output_dir=output_dir, policy=PolicyConfig(max_new_tokens=8, cpu_threads="fixed"))
+    config = TrainConfig(env="Math-v0", env_kwargs={"levels": (1,)}, steps=2, group_size=2, groups_per_step=groups_per_step,
+                         eval_tasks=0, checkpoint_every=0, record_groups=0, report_to=(), show_completions=0, seed=0,
+                         output_dir=output_dir, policy=PolicyConfig(max_new_tokens=8, cpu_threads="fixed"))
+    # one micro-batch per group on one rank as on two: the same passes, so the same floating-point
+    # sums (with several groups per pass, noise-level gradients can change sign, and Adam's first
+    # step turns a sign into a full learning-rate move)
+    config.grpo.micro_batch_size = config.group_size
+    return config
 
 
 def lora_state(trainer) -> dict:
