@@ -385,8 +385,9 @@ class Policy:
                       min_shared_tokens: int = 16) -> tuple["TokenScores", torch.Tensor]:
         """:meth:`score_tokens` for samples, with the prefix they all share (a group's prompt)
         read once: its keys and values, computed with gradient, serve every row, so a group of G
-        completions costs one prompt instead of G. Exact: each row's tokens see the same
-        positions and predecessors as in :meth:`batch_tensors`' layout.
+        completions costs one prompt instead of G; the LM head runs only on completion positions,
+        a chunk at a time (:class:`HeadLogprobs`). Exact: each row's tokens see the same positions
+        and predecessors as in :meth:`batch_tensors`' layout.
 
         Returns the scores and the completion mask, both over the rows' suffixes (after the
         shared prefix), completions right-aligned as :meth:`score_tokens` lays them out.
@@ -404,8 +405,8 @@ class Policy:
         positions = shared + (attention.cumsum(-1) - 1).clamp(min=0)
         cache = None
         if shared:
-            cache = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.device),
-                               use_cache=True).past_key_values
+            cache = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.device), use_cache=True,
+                               logits_to_keep=1).past_key_values  # only its keys and values are needed
             cache.batch_repeat_interleave(len(samples))  # differentiable: the prompt's gradient sums over rows
             attention = torch.cat([torch.ones(len(samples), shared, dtype=attention.dtype, device=self.device),
                                    attention], dim=1)
