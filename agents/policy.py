@@ -350,15 +350,16 @@ class Policy:
 
     # -- training-time scoring ------------------------------------------------------------------
 
-    def batch_tensors(self, samples: Sequence[Sample]) -> dict[str, torch.Tensor]:
-        """Left-padded prompt+completion ids, attention mask, position ids and the completion mask."""
-        sequences = [s.prompt_ids + s.completion_ids for s in samples]
-        ids, mask = self._left_pad(sequences)
+    def batch_tensors(self, samples: Sequence[Sample], skip: int = 0) -> dict[str, torch.Tensor]:
+        """Left-padded prompt+completion ids, attention mask, position ids and the completion mask
+        (completions right-aligned); with ``skip``, each row without its first ``skip`` tokens, the
+        positions still counted from the sequence's start."""
+        ids, mask = self._left_pad([(list(s.prompt_ids) + list(s.completion_ids))[skip:] for s in samples])
         completion_mask = torch.zeros_like(mask, dtype=torch.float32)
         width = ids.shape[1]
         for row, s in enumerate(samples):
             completion_mask[row, width - len(s.completion_ids):] = 1.0
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        positions = skip + (mask.cumsum(-1) - 1).clamp(min=0)
         return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "completion_mask": completion_mask}
 
     def score_tokens(self, batch: dict[str, torch.Tensor], temperature: float | None = None, hidden: bool = False,
@@ -390,22 +391,20 @@ class Policy:
         and predecessors as in :meth:`batch_tensors`' layout.
 
         Returns the scores and the completion mask, both over the rows' suffixes (after the
-        shared prefix), completions right-aligned as :meth:`score_tokens` lays them out.
+        shared prefix), completions right-aligned as :meth:`score_tokens` lays them out. A prefix
+        shorter than ``min_shared_tokens`` is not worth its own pass: the rows then hold it all.
         """
-        sequences = [list(s.prompt_ids) + list(s.completion_ids) for s in samples]
         # the suffix keeps at least the prompt's last token, which predicts the first completion token
-        shared = min(common_prefix_length(sequences), min(len(s.prompt_ids) for s in samples)) - 1
+        shared = common_prefix_length([s.prompt_ids for s in samples]) - 1
         if len(samples) < 2 or shared < min_shared_tokens:
             shared = 0
-        ids, attention = self._left_pad([q[shared:] for q in sequences])
+        rows = self.batch_tensors(samples, skip=shared)
+        ids, attention, positions, completion_mask = (rows[k] for k in ("input_ids", "attention_mask", "position_ids",
+                                                                         "completion_mask"))
         width = ids.shape[1]
-        completion_mask = torch.zeros_like(attention, dtype=torch.float32)
-        for row, s in enumerate(samples):
-            completion_mask[row, width - len(s.completion_ids):] = 1.0
-        positions = shared + (attention.cumsum(-1) - 1).clamp(min=0)
         cache = None
         if shared:
-            cache = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.device), use_cache=True,
+            cache = self.model(input_ids=torch.tensor([list(samples[0].prompt_ids[:shared])], device=self.device), use_cache=True,
                                logits_to_keep=1).past_key_values  # only its keys and values are needed
             cache.batch_repeat_interleave(len(samples))  # differentiable: the prompt's gradient sums over rows
             attention = torch.cat([torch.ones(len(samples), shared, dtype=attention.dtype, device=self.device),
@@ -447,8 +446,11 @@ class Policy:
         scores = TokenScores(F.pad(chosen, (width - keep, 0)))
         if entropy:
             with torch.no_grad():  # row by row: two vocabulary-wide temporaries of one row, not of the batch
-                rows = [-(torch.exp(log_p := row - norm.unsqueeze(-1)) * log_p).sum(-1) for row, norm in zip(logits, log_norm)]
-                scores.entropy = F.pad(torch.stack(rows), (width - keep, 0))
+                spread = []
+                for row, norm in zip(logits, log_norm):
+                    log_p = row - norm.unsqueeze(-1)
+                    spread.append(-(log_p.exp() * log_p).sum(-1))
+                scores.entropy = F.pad(torch.stack(spread), (width - keep, 0))
         return scores
 
     def token_logprobs(self, batch: dict[str, torch.Tensor], temperature: float | None = None,

@@ -80,14 +80,14 @@ def run_trl(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False) 
     from rubricgym.envs.math import answers_match, extract_answer
     from rubricgym.models import default_model_dir
 
-    rows = prompts(steps)
-    dataset = Dataset.from_list([{"prompt": obs, "answer": answer} for obs, answer in rows])
     rollout = None
     if multi_turn:
         from rubricgym.integrations.trl import EnvRollout, env_reward
 
         rollout = EnvRollout("Math-v0", **MULTI_TURN)
         dataset = rollout.dataset(seed=0)
+    else:
+        dataset = Dataset.from_list([{"prompt": obs, "answer": answer} for obs, answer in prompts(steps)])
 
     def outcome(completions, answer, **_):
         out = []

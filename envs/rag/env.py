@@ -137,7 +137,8 @@ class RagSupportEnv(ChatEnv):
             task = env.task
             if env.tools and not any(m["role"] == "tool" for m in messages):
                 return format_tool_call("search", {"query": task.question})
-            missing = [i for i in task.supporting_ids if i not in cited_ids(task.answer, env.known_ids)]
+            cited = cited_ids(task.answer, env.known_ids)
+            missing = [i for i in task.supporting_ids if i not in cited]
             return task.answer + (" [" + ", ".join(missing) + "]" if task.answerable and missing else "")
 
         return scripted_sft_rows(cls(**{**(env_kwargs or {}), "split": "train"}), reference, episodes, seed, every_task=True)
