@@ -23,7 +23,7 @@ from typing import Any, Callable
 import torch
 
 from .checkpoints import save_checkpoint
-from .policy import Policy
+from .policy import Policy, Sample
 
 
 @dataclass
@@ -36,8 +36,9 @@ class SFTConfig:
     """AdamW learning rate (LoRA wants about 10x a full fine-tune's)."""
     batch_size: int = 8
     """Rows per optimiser step."""
-    micro_batch_size: int = 2
-    """Rows per forward/backward pass (gradients accumulate up to ``batch_size``)."""
+    micro_batch_size: int = 8
+    """Rows per forward/backward pass (gradients accumulate up to ``batch_size``); the prompt
+    prefix the rows of one pass share is read once, so larger passes save more."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm."""
     max_completion_tokens: int = 512
@@ -87,27 +88,18 @@ def sft(policy: Policy, rows: list[dict[str, Any]], config: SFTConfig | None = N
     if on_eval is not None:
         history.append({"step": 0, **on_eval(0)})
     policy.model.train()
-    pad = policy.tokenizer.pad_token_id
     for step in tqdm(range(1, total + 1), desc="sft", unit="step", disable=not progress):
         batch = schedule[(step - 1) * config.batch_size: step * config.batch_size]
         optimizer.zero_grad()
         loss_sum, tokens = 0.0, sum(len(encoded[i][1]) for i in batch)
         with policy.weights_lock:
             for start in range(0, len(batch), config.micro_batch_size):
-                part = [encoded[i] for i in batch[start:start + config.micro_batch_size]]
-                width = max(len(p) + len(c) for p, c in part)
-                ids = torch.full((len(part), width), pad, dtype=torch.long)
-                labels = torch.full((len(part), width), -100, dtype=torch.long)
-                mask = torch.zeros((len(part), width), dtype=torch.long)
-                for k, (p, c) in enumerate(part):  # right-padded: prompt, completion, pad
-                    ids[k, :len(p) + len(c)] = torch.tensor(p + c)
-                    labels[k, len(p):len(p) + len(c)] = torch.tensor(c)
-                    mask[k, :len(p) + len(c)] = 1
-                logits = policy.model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device)).logits
+                part = [Sample(list(p), list(c), [], "", False) for p, c in
+                        (encoded[i] for i in batch[start:start + config.micro_batch_size])]
+                # the prefix the rows share (a judge's instructions, a tool list) is read once
+                scores, mask = policy.score_samples(part, temperature=1.0)
                 # token-mean over the whole batch: long completions weigh by their length, as in TRL
-                loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(),
-                                                         labels[:, 1:].flatten().to(policy.device),
-                                                         ignore_index=-100, reduction="sum") / tokens
+                loss = -(scores.logprobs * mask).sum() / tokens
                 loss.backward()
                 loss_sum += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)

@@ -50,6 +50,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "answer and the bench rows are ruler_ref / ruler_ref+rlvr; results under judge_training_reference*")
     parser.add_argument("--sft-epochs", type=float, default=None,
                         help="passes over the SFT rows (default: 1, or 1.5 reference-guided)")
+    parser.add_argument("--sft-learning-rate", type=float, default=2e-4, help="SFT's learning rate")
+    parser.add_argument("--counterfactual", action="store_true",
+                        help="with --reference: the SFT rows also show each answer under a reference that flips its "
+                        "verdict (JudgeTrainingConfig.counterfactual_references)")
     parser.add_argument("--sft-orders", default="recorded,reversed", help="presentation orders of each group in the SFT rows")
     parser.add_argument("--grpo-steps", type=int, default=4)
     parser.add_argument("--grpo-group-size", type=int, default=4)
@@ -147,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     common = dict(eval_every=args.eval_every, max_eval_groups=args.curve_groups, pointwise=pointwise, reference=args.reference)
     start = time.perf_counter()
     sft = stage(work / "sft", lambda: train_judge(JudgeTrainingConfig(
-        method="sft", sft=SFTConfig(epochs=args.sft_epochs), output_dir=str(work / "sft"),
+        method="sft", sft=SFTConfig(epochs=args.sft_epochs, learning_rate=args.sft_learning_rate), output_dir=str(work / "sft"),
+        counterfactual_references=args.counterfactual,
         sft_orders=tuple(args.sft_orders.split(",")), **common)))
     grpo = stage(work / "grpo", lambda: train_judge(JudgeTrainingConfig(
         method="grpo", grpo_steps=args.grpo_steps, group_size=args.grpo_group_size, groups_per_step=args.grpo_groups_per_step,
@@ -227,7 +232,10 @@ def write_results(args, sft, grpo, curve, measured, as_used, llmbar, rows, train
              f"Judge: default model + LoRA, scoring {args.scoring}"
              + (", reference-guided (the prompt names the task's reference answer, as MathRulerRef-v0's judge reads it)"
                 if args.reference else ", no reference (the judge reads the answer alone)")
-             + f". SFT on the verifier's judgements of the built-in math groups ({args.sft_epochs:g} epoch(s), "
+             + ". SFT on the verifier's judgements of the built-in math groups"
+             + (" with counterfactual references (each answer also under a reference that flips its verdict)"
+                if args.counterfactual else "")
+             + f" ({args.sft_epochs:g} epoch(s) at learning rate {args.sft_learning_rate:g}, "
              f"{training_minutes['sft']:.1f} min training + {training_minutes['sft_readings']:.1f} min of held-out readings), "
              f"then GRPO on JudgeGroup-v0 from the SFT adapter ({args.grpo_steps} steps, {training_minutes['grpo']:.1f} min "
              f"training + {training_minutes['grpo_readings']:.1f} min of readings). Held-out: groups of the generator's "

@@ -176,6 +176,30 @@ def test_a_shared_prompt_read_once_gives_the_same_logprobs_and_gradient(tokenize
     assert alone_mask.shape[1] == len(samples[0].prompt_ids) + len(samples[0].completion_ids)
 
 
+def test_sft_loss_is_the_completion_cross_entropy_with_the_shared_prompt_read_once(tokenizer):
+    """sft's loss (its first step, rows sharing a system prompt, one pass of all of them) is the
+    token-mean cross-entropy of the completions given their prompts, as the model's own
+    labels-loss computes it on each whole row; and a step lowers it."""
+    from rubricgym.agents.sft import SFTConfig, encode_row, sft
+
+    policy = tiny_policy(tokenizer, seed=4)
+    system = {"role": "system", "content": "Answer with the sum only. " * 4}
+    rows = [{"prompt": [system, {"role": "user", "content": f"What is {a} + {b}?"}],
+             "completion": [{"role": "assistant", "content": str(a + b)}]} for a, b in ((2, 3), (10, 4), (7, 7))]
+    encoded = [encode_row(policy, row, 512) for row in rows]
+    expected_sum, tokens = 0.0, 0
+    with torch.no_grad():
+        for prompt, completion in encoded:
+            ids = torch.tensor([prompt + completion])
+            labels = ids.clone()
+            labels[0, :len(prompt)] = -100
+            expected_sum += float(policy.model(input_ids=ids, labels=labels).loss) * len(completion)
+            tokens += len(completion)
+    history = sft(policy, rows, SFTConfig(epochs=2, batch_size=3, micro_batch_size=3, learning_rate=1e-2), progress=False)
+    assert history[0]["loss"] == pytest.approx(expected_sum / tokens, rel=1e-4)
+    assert history[1]["loss"] < history[0]["loss"]
+
+
 def test_kl_is_zero_for_a_fresh_adapter(tokenizer):
     policy = tiny_policy(tokenizer)
     samples = policy.sample([[{"role": "user", "content": "hello"}]] * 2)

@@ -213,6 +213,32 @@ def test_reference_guided_tasks_name_the_groups_reference_in_rulers_prompt():
     assert ruler_pairwise(judge, blind, progress=False, scoring="pointwise")["pairwise"] == 0.5
 
 
+def test_counterfactual_references_flip_the_verdict_and_only_the_reference_differs():
+    """Each answer again under another task's reference that flips the math verifier's verdict:
+    a right answer under a reference it does not match scores 0.1, a wrong one under the reference
+    its final number equals scores 0.9; an answer no reference flips gets no second row."""
+    from rubricgym.app.judge_training import counterfactual_tasks, teacher_rows
+
+    groups = [{"task_id": "five", "reference": "5", "trajectories": [member("2 + 3 = 5", True), member("It is 6.", False)]},
+              {"task_id": "six", "reference": "6", "trajectories": [member("\\boxed{6}", True), member("no idea", False)]}]
+    env = JudgeGroupEnv(groups=groups, reference=True, pointwise=True)
+    flipped = {task.id: task for task in counterfactual_tasks(env.tasks)}
+    assert set(flipped) == {"five#1/t1~cf", "five#1/t2~cf", "six#2/t1~cf"}  # "no idea" matches no reference
+    assert (flipped["five#1/t1~cf"].reference, flipped["five#1/t1~cf"].gold) == ("6", (0.0,))
+    assert (flipped["five#1/t2~cf"].reference, flipped["five#1/t2~cf"].gold) == ("6", (1.0,))  # "It is 6." under 6
+    assert (flipped["six#2/t1~cf"].reference, flipped["six#2/t1~cf"].gold) == ("5", (0.0,))
+    rows = teacher_rows(env, "verifier", counterfactual=True)
+    assert len(rows) == len(env.tasks) + 3
+    by_prompt = {}
+    for row in rows:
+        answer = row["prompt"][-1]["content"].split("<assistant>")[1]
+        verdict = json.loads(row["completion"][0]["content"])["scores"][0]["score"]
+        by_prompt.setdefault(answer, set()).add(verdict)
+    assert all(verdicts == {0.1, 0.9} for answer, verdicts in by_prompt.items() if "no idea" not in answer)
+    with pytest.raises(ValueError, match="pointwise, reference-guided"):
+        teacher_rows(JudgeGroupEnv(groups=groups, pointwise=True), "verifier", counterfactual=True)
+
+
 def test_built_in_math_groups_carry_their_tasks_reference():
     import gymnasium as gym
 

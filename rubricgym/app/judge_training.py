@@ -27,7 +27,7 @@ import numpy as np
 
 from rubricgym.agents.policy import Policy, PolicyConfig
 from rubricgym.agents.sft import SFTConfig, sft
-from rubricgym.envs.judge import JudgeGroupEnv
+from rubricgym.envs.judge import JudgeGroupEnv, JudgeTask
 from rubricgym.judges.base import mean_agreement, pair_outcomes
 from rubricgym.judges.oracle import OracleJudge, is_oracle
 
@@ -75,6 +75,13 @@ class JudgeTrainingConfig:
     reference: bool = False
     """Train a reference-guided judge (``JudgeGroup-v0`` with ``reference=True``): its prompt names
     the task's reference answer, as ``<Family>RulerRef-v0`` judges; measured and used that way."""
+    counterfactual_references: bool = False
+    """Reference-guided pointwise SFT (``pointwise`` and ``reference``): each answer is also shown
+    under another training task's reference that flips the math verifier's verdict (a right answer
+    beside a reference it does not match, a wrong one beside a reference its final answer does
+    match), labelled by that verifier. The two rows differ only in the reference, so the judge
+    can fit both only by comparing the answer with it, not by how the answer reads. For groups
+    whose answers the math verifier checks (the built-in ``math`` set, ``judge-data`` of Math-v0)."""
     balance: bool = True
     """Pointwise SFT rows: as many good answers (teacher score above 0.5) as bad ones (the
     majority is subsampled, seeded), so the judge cannot win by always saying the common verdict."""
@@ -110,13 +117,48 @@ def teacher_scores(teacher: str, gold: list[float], seed: str) -> list[float]:
     raise ValueError(f"teacher must be 'verifier', 'judged' or 'oracle:<accuracy>', got {teacher!r}")
 
 
-def teacher_rows(env: JudgeGroupEnv, teacher: str, balance: bool = False, seed: int = 0) -> list[dict[str, Any]]:
+def math_verdict(reference: str, answer: str) -> bool:
+    """The math verifier's verdict on an answer against a reference (what labelled the built-in
+    groups): the answer's final answer, boxed or else its last number, matches the reference.
+
+    Examples:
+        >>> math_verdict("6", "0 + 6 = 6, so \\boxed{6}"), math_verdict("7", "It is 6.")
+        (True, False)
+    """
+    from rubricgym.envs.math.grader import answers_match, extract_answer
+
+    found = extract_answer(answer).answer
+    return found is not None and answers_match(reference, found)
+
+
+def counterfactual_tasks(tasks: list[JudgeTask], seed: int = 0) -> list[JudgeTask]:
+    """For each pointwise reference-guided task, the same answer under another task's reference
+    that flips the math verifier's verdict, labelled by it (tasks with no such reference are
+    skipped). See ``JudgeTrainingConfig.counterfactual_references``."""
+    rng = random.Random(seed)
+    pool = sorted({task.reference for task in tasks if task.reference is not None})
+    flipped = []
+    for task in tasks:
+        answer = "".join(str(m.get("content") or "") for m in task.trajectories[0] if m.get("role") == "assistant")
+        right = task.gold[0] > 0.5
+        choices = [ref for ref in pool if ref != task.reference and math_verdict(ref, answer) != right]
+        if choices:
+            flipped.append(replace(task, id=f"{task.id}~cf", reference=rng.choice(choices), gold=(0.0 if right else 1.0,)))
+    return flipped
+
+
+def teacher_rows(env: JudgeGroupEnv, teacher: str, balance: bool = False, seed: int = 0,
+                 counterfactual: bool = False) -> list[dict[str, Any]]:
     """One SFT row per task: the judge's prompt and the teacher's reply, ids in presentation order.
     Pointwise tasks: the score as one decimal in [0.1, 0.9]; ``balance``: as many rows above 0.5
-    as below (the majority subsampled with ``seed``)."""
+    as below (the majority subsampled with ``seed``); ``counterfactual``: also each answer under a
+    reference that flips its verdict (:func:`counterfactual_tasks`; the verifier is the teacher)."""
+    if counterfactual and not (env.config.pointwise and env.config.reference and teacher == "verifier"):
+        raise ValueError("counterfactual references need a pointwise, reference-guided judge env and the verifier as teacher")
     rows, above = [], []
-    for task in env.tasks:
-        obs, _ = env.reset(options={"task_id": task.id})
+    tasks = env.tasks + (counterfactual_tasks(env.tasks, seed) if counterfactual else [])
+    for task in tasks:
+        obs = env.first_messages(task, {})
         scores = teacher_scores(teacher, list(task.gold), task.id)
         if env.config.pointwise:
             scores = [min(0.9, max(0.1, round(float(s), 1))) for s in scores]
@@ -238,7 +280,7 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
         orders = ("recorded",) if config.pointwise else config.sft_orders  # one answer per prompt: no order to vary
         rows = [row for order in orders for row in teacher_rows(
             judge_env(config.groups, order=order, pointwise=config.pointwise, reference=config.reference), config.teacher,
-            config.balance, config.seed)]
+            config.balance, config.seed, config.counterfactual_references)]
         sft_config = replace(config.sft, eval_every=config.sft.eval_every or config.eval_every)
         sft(policy, rows, sft_config, out / "sft", on_eval=lambda step: measure("sft", step), progress=progress)
         checkpoint = max((out / "sft").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
