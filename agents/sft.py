@@ -94,8 +94,8 @@ def sft(policy: Policy, rows: list[dict[str, Any]], config: SFTConfig | None = N
         loss_sum, tokens = 0.0, sum(len(encoded[i][1]) for i in batch)
         with policy.weights_lock:
             for start in range(0, len(batch), config.micro_batch_size):
-                part = [Sample(list(p), list(c), [], "", False) for p, c in
-                        (encoded[i] for i in batch[start:start + config.micro_batch_size])]
+                part = [Sample(prompt_ids=list(p), completion_ids=list(c), logprobs=[], text="", truncated=False)
+                        for p, c in (encoded[i] for i in batch[start:start + config.micro_batch_size])]
                 # the prefix the rows share (a judge's instructions, a tool list) is read once
                 scores, mask = policy.score_samples(part, temperature=1.0)
                 # token-mean over the whole batch: long completions weigh by their length, as in TRL

@@ -117,31 +117,20 @@ def teacher_scores(teacher: str, gold: list[float], seed: str) -> list[float]:
     raise ValueError(f"teacher must be 'verifier', 'judged' or 'oracle:<accuracy>', got {teacher!r}")
 
 
-def math_verdict(reference: str, answer: str) -> bool:
-    """The math verifier's verdict on an answer against a reference (what labelled the built-in
-    groups): the answer's final answer, boxed or else its last number, matches the reference.
-
-    Examples:
-        >>> math_verdict("6", "0 + 6 = 6, so \\boxed{6}"), math_verdict("7", "It is 6.")
-        (True, False)
-    """
-    from rubricgym.envs.math.grader import answers_match, extract_answer
-
-    found = extract_answer(answer).answer
-    return found is not None and answers_match(reference, found)
-
-
 def counterfactual_tasks(tasks: list[JudgeTask], seed: int = 0) -> list[JudgeTask]:
     """For each pointwise reference-guided task, the same answer under another task's reference
     that flips the math verifier's verdict, labelled by it (tasks with no such reference are
     skipped). See ``JudgeTrainingConfig.counterfactual_references``."""
+    from rubricgym.envs.math import math_correct
+
+    correct = math_correct("reference")  # the verifier that labelled the built-in groups
     rng = random.Random(seed)
     pool = sorted({task.reference for task in tasks if task.reference is not None})
     flipped = []
     for task in tasks:
-        answer = "".join(str(m.get("content") or "") for m in task.trajectories[0] if m.get("role") == "assistant")
+        answer = next((m.get("content") or "" for m in reversed(task.trajectories[0]) if m.get("role") == "assistant"), "")
         right = task.gold[0] > 0.5
-        choices = [ref for ref in pool if ref != task.reference and math_verdict(ref, answer) != right]
+        choices = [ref for ref in pool if ref != task.reference and correct(answer, reference=ref) != right]
         if choices:
             flipped.append(replace(task, id=f"{task.id}~cf", reference=rng.choice(choices), gold=(0.0 if right else 1.0,)))
     return flipped
@@ -260,6 +249,12 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
     set_seed(config.seed)
     curve: list[dict[str, Any]] = []
     checkpoint: Path | None = None
+    rows: list[dict[str, Any]] = []
+    if "sft" in config.method:  # before the model loads: a bad teacher or option fails at once
+        orders = ("recorded",) if config.pointwise else config.sft_orders  # one answer per prompt: no order to vary
+        rows = [row for order in orders for row in teacher_rows(
+            judge_env(config.groups, order=order, pointwise=config.pointwise, reference=config.reference), config.teacher,
+            config.balance, config.seed, config.counterfactual_references)]
     policy = Policy(config.policy)
 
     measuring = [0.0]  # seconds spent on held-out readings (training time is the rest)
@@ -277,10 +272,6 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
 
     start = time.perf_counter()
     if "sft" in config.method:
-        orders = ("recorded",) if config.pointwise else config.sft_orders  # one answer per prompt: no order to vary
-        rows = [row for order in orders for row in teacher_rows(
-            judge_env(config.groups, order=order, pointwise=config.pointwise, reference=config.reference), config.teacher,
-            config.balance, config.seed, config.counterfactual_references)]
         sft_config = replace(config.sft, eval_every=config.sft.eval_every or config.eval_every)
         sft(policy, rows, sft_config, out / "sft", on_eval=lambda step: measure("sft", step), progress=progress)
         checkpoint = max((out / "sft").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
