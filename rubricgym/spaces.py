@@ -49,6 +49,16 @@ class UnicodeText(spaces.Text):
         return f"UnicodeText({self.min_length}, {self.max_length})"
 
 
+def last_reply(messages: Sequence[dict]) -> str:
+    """The content of the last assistant message ("" when there is none): the answer a verifier reads.
+
+    Examples:
+        >>> last_reply([{"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "4"}])
+        '4'
+    """
+    return next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"), "")
+
+
 def is_message(message: Any) -> bool:
     """Whether ``message`` is a well-formed OpenAI-style chat message dict."""
     if not isinstance(message, dict) or message.get("role") not in ROLES:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, TrainingDefaults
+from rubricgym.spaces import last_reply
 from rubricgym.tools import ParsedAction, Tool, resolve_tools
 
 from .grader import answers_match, extract_answer
@@ -161,7 +162,7 @@ class MathEnv(ChatEnv):
 def shaped_reward(messages: list, info: dict[str, Any]) -> float:
     """A typical hand-written math reward (``MathFunction-v0``): +0.2 for a ``\\boxed{}`` answer,
     minus 0.002 per character of the final reply beyond 200 (at most -0.5); summed with the outcome."""
-    reply = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"), "")
+    reply = last_reply(messages)
     format_bonus = 0.2 if info.get("extraction") == "boxed" else 0.0
     length_penalty = min(0.5, 0.002 * max(0, len(reply) - 200))
     return format_bonus - length_penalty

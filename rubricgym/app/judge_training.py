@@ -122,13 +122,14 @@ def counterfactual_tasks(tasks: list[JudgeTask], seed: int = 0) -> list[JudgeTas
     that flips the math verifier's verdict, labelled by it (tasks with no such reference are
     skipped). See ``JudgeTrainingConfig.counterfactual_references``."""
     from rubricgym.envs.math import math_correct
+    from rubricgym.spaces import last_reply
 
     correct = math_correct("reference")  # the verifier that labelled the built-in groups
     rng = random.Random(seed)
     pool = sorted({task.reference for task in tasks if task.reference is not None})
     flipped = []
     for task in tasks:
-        answer = next((m.get("content") or "" for m in reversed(task.trajectories[0]) if m.get("role") == "assistant"), "")
+        answer = last_reply(task.trajectories[0])
         right = task.gold[0] > 0.5
         choices = [ref for ref in pool if ref != task.reference and correct(answer, reference=ref) != right]
         if choices:

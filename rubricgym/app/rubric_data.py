@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from rubricgym.spaces import last_reply
 from rubricgym.judges.checkable import item_truth, reference_rubric
 from rubricgym.judges.rlcer import (RUBRICATOR_SYSTEM, RUBRICATOR_USER, VERIFIER_SYSTEM, VERIFIER_USER, RubricItem,
                                     rubricator_messages, verifier_messages)
@@ -63,7 +64,7 @@ def _problem_and_responses(row: dict[str, Any]) -> tuple[str, list[str]]:
     for trajectory in row.get("trajectories") or []:
         messages = trajectory.get("messages") or []
         problem = problem or next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
-        answer = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"), "")
+        answer = last_reply(messages)
         if answer not in responses:  # identical responses teach the same row twice
             responses.append(answer)
     return problem, responses
