@@ -61,3 +61,37 @@ def evaluate(policy: Policy, env_kwargs: dict[str, Any], tasks: int = 100, k: in
     if per_task:
         result["solved"] = [bool(c) for c in correct_any]
     return result
+
+
+def learning_point(policy: Policy, env_kwargs: dict[str, Any], tasks: int, step: int, minutes: float, *,
+                   env_id: str, sampled: bool = False, seed: int = 777) -> dict[str, Any]:
+    """One point of a learning curve: held-out greedy accuracy at ``step`` / ``minutes`` and, with
+    ``sampled``, pass@1 at the policy's temperature with the tool-call and valid-call rates (a policy
+    that calls a tool only when sampling shows here first). The tasks depend only on ``seed``, so
+    every point of a curve, and both trainers' curves, read the same tasks."""
+    greedy = evaluate(policy, env_kwargs, tasks=tasks, seed=seed, env_id=env_id)
+    row = {"step": step, "minutes": minutes, "accuracy": greedy["accuracy"]}
+    if "tool_call_rate" in greedy:
+        row["tool_call_rate_greedy"] = greedy["tool_call_rate"]
+    if sampled:
+        drawn = evaluate(policy, env_kwargs, tasks=tasks, seed=seed, env_id=env_id, greedy=False)
+        row.update(sampled_accuracy=drawn["pass@1"], tool_call_rate=drawn.get("tool_call_rate", 0.0),
+                   valid_call_rate=drawn.get("valid_call_rate", 0.0))
+    return row
+
+
+def tool_learning_fields(first: dict[str, Any], warm: dict[str, Any] | None, last: dict[str, Any]) -> str:
+    """The sampled accuracy and tool-call-rate fields of a tool-learning RESULT line: before, after
+    the warm start (when there was one) and after RL, from :func:`learning_point` rows.
+
+    Examples:
+        >>> row = {"sampled_accuracy": 0.25, "tool_call_rate": 0.5}
+        >>> tool_learning_fields(row, None, {"sampled_accuracy": 0.75, "tool_call_rate": 1.0})
+        ' sampled_before=0.250 sampled_after=0.750 tool_call_rate=1.000 tool_call_rate_before=0.500'
+    """
+    fields = (f" sampled_before={first['sampled_accuracy']:.3f} sampled_after={last['sampled_accuracy']:.3f} "
+              f"tool_call_rate={last['tool_call_rate']:.3f} tool_call_rate_before={first['tool_call_rate']:.3f}")
+    if warm is not None:
+        fields += (f" acc_warm={warm['accuracy']:.3f} sampled_warm={warm['sampled_accuracy']:.3f} "
+                   f"tool_call_rate_warm={warm['tool_call_rate']:.3f}")
+    return fields

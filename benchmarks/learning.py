@@ -35,7 +35,7 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rubricgym.agents.evaluation import evaluate  # noqa: E402
+from rubricgym.agents.evaluation import learning_point, tool_learning_fields  # noqa: E402
 from rubricgym.agents.policy import PolicyConfig  # noqa: E402
 from rubricgym.agents.train import TrainConfig, Trainer  # noqa: E402
 from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
@@ -101,19 +101,10 @@ def main() -> None:
     trainer = Trainer(config)
     eval_kwargs = {**env_kwargs, "split": "test"}
 
-    def held_out(greedy: bool = True) -> dict:
-        return evaluate(trainer.policy, eval_kwargs, tasks=args.eval_tasks, seed=777, env_id="Math-v0", greedy=greedy)
-
     def point(step: int, minutes: float, sampled: bool = False) -> dict:
         """Held-out accuracy (and with tools the sampled pass@1 and tool-call rates) at one step."""
-        greedy = held_out()
-        row = {"step": step, "minutes": minutes, "accuracy": greedy["accuracy"]}
-        if "tool_call_rate" in greedy:
-            row["tool_call_rate_greedy"] = greedy["tool_call_rate"]
-        if sampled:
-            drawn = held_out(greedy=False)
-            row.update(sampled_accuracy=drawn["pass@1"], tool_call_rate=drawn.get("tool_call_rate", 0.0),
-                       valid_call_rate=drawn.get("valid_call_rate", 0.0))
+        row = learning_point(trainer.policy, eval_kwargs, args.eval_tasks, step, minutes, env_id="Math-v0",
+                             sampled=sampled)
         trainer.log({"step": step, **{f"eval_{key}": value for key, value in row.items() if key not in ("step", "minutes")}})
         return row
 
@@ -163,13 +154,7 @@ def main() -> None:
                    "group_size": config.group_size, "groups_per_step": config.groups_per_step}}, indent=2, default=str))
     t90 = "none" if minutes_to_90 is None else f"{minutes_to_90:.1f}"
     print(f"plot: {plot}")
-    extra = ""
-    if tools:
-        extra = (f" sampled_before={first['sampled_accuracy']:.3f} sampled_after={last['sampled_accuracy']:.3f} "
-                 f"tool_call_rate={last['tool_call_rate']:.3f} tool_call_rate_before={first['tool_call_rate']:.3f}")
-    if warm_point is not None:
-        extra += (f" acc_warm={warm_point['accuracy']:.3f} sampled_warm={warm_point['sampled_accuracy']:.3f} "
-                  f"tool_call_rate_warm={warm_point['tool_call_rate']:.3f}")
+    extra = tool_learning_fields(first, warm_point, last) if tools else ""
     print(f"RESULT acc_before={acc_before:.3f} acc_after={acc_after:.3f} minutes={train_seconds / 60:.1f} "
           f"minutes_to_90={t90} level={args.level} seed={args.seed}{extra}")
 

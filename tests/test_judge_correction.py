@@ -101,6 +101,25 @@ def test_a_calibrated_correction_orders_more_pairs_right(tmp_path, judge):
     assert all(f"posterior-corrected over {correction.reads} read(s)" in why for why in result.explanations)
 
 
+def test_dropping_order_following_reads_beats_averaging_them(tmp_path):
+    """An order-following judge's reads that follow the presentation order are left out (a group
+    whose every read follows it gets no signal): more pairs ordered right than four shuffled reads
+    averaged, which the uncorrected judge with as many reads gets."""
+    path = tmp_path / "order.json"
+    path.write_text(json.dumps({"false_positive": {"rate": 0.05}, "false_negative": {"rate": 0.05},
+                                "position": {"good_first": {"accuracy": 0.9, "low": 0.85, "high": 0.95},
+                                             "good_second": {"accuracy": 0.5, "low": 0.45, "high": 0.55}}}))
+    correction = JudgeCorrection.load(path)
+    assert correction.reads == 4 and correction.order_threshold == 0.9 and "dropped" in correction.describe()
+    averaged = pairwise("oracle:order=0.7", RulerConfig(permutations=4), groups=200, size=8)
+    dropped = pairwise("oracle:order=0.7", RulerConfig(correction=str(path)), groups=200, size=8)
+    assert dropped > averaged + 0.05, (averaged, dropped)
+    everything_follows = oracle_ruler_result(OracleJudge.parse("oracle:order=1"), "g", [True, False, True, False, False],
+                                             RulerConfig(correction=str(path)))
+    assert everything_follows.reads_kept == 0 and len(set(everything_follows.scores)) == 1  # no signal, not a wrong one
+    assert "over 0 read(s)" in everything_follows.explanations[0]
+
+
 def test_train_and_bench_take_a_judge_correction(tmp_path):
     """``rubricgym train --judge-correction`` reaches the env's judge; an env without a judge,
     and a missing profile, are refused before any model loads."""

@@ -317,6 +317,20 @@ def test_train_judge_cli_trains_a_pointwise_judge_read_by_probability(tmp_path):
 
 
 @pytest.mark.slow
+def test_sft_continued_without_measuring_the_start_skips_the_step_0_reading(tmp_path, capsys):
+    from rubricgym.app.cli import main
+
+    groups = tmp_path / "groups.jsonl"
+    groups.write_text(json.dumps(GROUP) + "\n")
+    out = tmp_path / "judge"
+    assert main(["train-judge", "--groups", str(groups), "--eval-groups", str(groups), "--method", "sft", "--pointwise",
+                 "--no-measure-start", "--sft-epochs", "1", "--sft-batch-size", "2", "--output-dir", str(out)]) == 0
+    curve = json.loads((out / "curve.json").read_text())
+    assert [(r["stage"], r["step"]) for r in curve] == [("sft", 2)]  # the end only: no reading of the start
+    assert "at the start not measured -> trained" in capsys.readouterr().out
+
+
+@pytest.mark.slow
 def test_judge_data_records_groups_with_their_verified_outcome(tmp_path):
     from rubricgym.app.cli import main
     from rubricgym.data import read_file

@@ -370,7 +370,8 @@ def cmd_train_judge(args: argparse.Namespace) -> int:
     config = config_from_args(JudgeTrainingConfig, args, names["judge"], sft=config_from_args(SFTConfig, args, names["sft"]),
                               policy=config_from_args(PolicyConfig, args, names["policy"]))
     result = train_judge(config)
-    print(f"held-out pairwise accuracy: at the start {result['start_pairwise']:.3f} -> trained "
+    start = "not measured" if result["start_pairwise"] is None else f"{result['start_pairwise']:.3f}"
+    print(f"held-out pairwise accuracy: at the start {start} -> trained "
           f"{result['held_out_pairwise']:.3f}   ({result['minutes']:.1f} min; curve {result['plot']})")
     print(f"use it: --judge local:{result['checkpoint']}")
     return 0

@@ -66,7 +66,8 @@ class JudgeTrainingConfig:
     """Held-out groups measured during training (0: all of them)."""
     measure_start: bool = True
     """Measure the held-out accuracy before training too (off when the start was just measured:
-    GRPO from the adapter an SFT run has ended and measured)."""
+    GRPO from the adapter an SFT run has ended and measured, or SFT continued from a checkpoint);
+    off, the result's ``start_pairwise`` is None."""
     pointwise: bool = False
     """Train a pointwise judge: one answer per prompt (``JudgeGroup-v0`` with ``pointwise=True``),
     used with ``scoring="pointwise"``, which reads its score by probability; the curve is measured
@@ -274,7 +275,8 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
     start = time.perf_counter()
     if "sft" in config.method:
         sft_config = replace(config.sft, eval_every=config.sft.eval_every or config.eval_every)
-        sft(policy, rows, sft_config, out / "sft", on_eval=lambda step: measure("sft", step), progress=progress)
+        sft(policy, rows, sft_config, out / "sft", progress=progress,
+            on_eval=lambda step: measure("sft", step) if step or config.measure_start else {})
         checkpoint = max((out / "sft").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     if "grpo" in config.method:
         if not curve and config.measure_start:
@@ -299,7 +301,8 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
     (out / "curve.json").write_text(json.dumps(curve, indent=1))
     plot = plot_curve(curve, out / "judge_curve.png", f"{config.method} judge, teacher {config.teacher}")
     return {"checkpoint": str(checkpoint), "curve": curve, "held_out_pairwise": curve[-1]["pairwise"],
-            "start_pairwise": curve[0]["pairwise"], "minutes": minutes, "training_minutes": minutes - measuring[0] / 60,
+            "start_pairwise": next((r["pairwise"] for r in curve if r["step"] == 0), None), "minutes": minutes,
+            "training_minutes": minutes - measuring[0] / 60,
             "plot": str(plot)}
 
 

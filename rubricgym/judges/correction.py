@@ -15,6 +15,11 @@ bench):
   score as its weight, prior 1/2). With several reads this is not an affine map of the mean read:
   one fail from a judge that almost never fails good answers outweighs two passes from one that
   often passes bad ones.
+* ``order_threshold``: reads whose scores fall (or rise) with the presentation position, a
+  correlation of at least this in absolute value, are dropped before the reads are combined: an
+  order-following read says where a member was shown, not how good it is, and averaging it in
+  makes every group partly noisy; a group whose every read is dropped gets equal scores (no
+  signal, rather than a wrong one). Set to 0.9 by a profile whose order gap is significant.
 * ``method="backward"`` / ``"forward"`` (Cai et al., arXiv 2510.00915): the unbiased surrogate
   ``(r - fp) / (1 - fp - fn)`` and the score-function weights ``fn - 1`` / ``fn`` of a fail / pass.
 
@@ -34,6 +39,8 @@ Examples:
     >>> profile = {"false_positive": {"rate": 0.3}, "false_negative": {"rate": 0.05}}
     >>> JudgeCorrection.from_profile(profile).reads
     4
+    >>> JudgeCorrection(reads=2, order_threshold=0.9).kept_reads([[0.9, 0.6, 0.3], [0.2, 0.9, 0.4]], [[0, 1, 2], [2, 0, 1]])
+    [1]
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 METHODS = ("posterior", "backward", "forward")
 
@@ -62,6 +69,9 @@ class JudgeCorrection:
     """``posterior``, ``backward`` or ``forward`` (see the module docstring)."""
     prior: float = 0.5
     """Prior probability that a member is good (the posterior's; 1/2 claims nothing)."""
+    order_threshold: float = 0.0
+    """Reads whose scores correlate with the presentation position at least this much (absolute
+    Pearson correlation of score and position) are dropped; 0 keeps every read."""
     reason: str = ""
     """Why the reads were chosen (from the profile), for logs."""
 
@@ -86,14 +96,24 @@ class JudgeCorrection:
         """Log-likelihood ratio (good : bad) of one fail (negative)."""
         return math.log(max(self.false_negative, 1e-9) / max(1 - self.false_positive, 1e-9))
 
-    def corrected(self, score: float) -> float:
-        """A member's corrected score from its mean read ``score`` in [0, 1] (over ``reads`` reads)."""
+    def kept_reads(self, reads: Sequence[Sequence[float]], orders: Sequence[Sequence[int]]) -> list[int]:
+        """The indices of the reads to combine: ``reads[r][m]`` is member ``m``'s score in read ``r``,
+        whose presentation order is ``orders[r]`` (member indices, first shown first)."""
+        if not self.order_threshold:
+            return list(range(len(reads)))
+        return [r for r, (scores, order) in enumerate(zip(reads, orders))
+                if abs(position_correlation(scores, order)) < self.order_threshold]
+
+    def corrected(self, score: float, reads: int | None = None) -> float:
+        """A member's corrected score from its mean read ``score`` in [0, 1] over ``reads`` reads
+        (default: ``self.reads``; fewer where order-following reads were dropped)."""
         fp, fn = self.false_positive, self.false_negative
+        reads = self.reads if reads is None else reads
         if self.method == "backward":
             return (score - fp) / (1 - fp - fn)
         if self.method == "forward":
             return score * fn + (1 - score) * (fn - 1)
-        log_odds = math.log(self.prior / (1 - self.prior)) + self.reads * (
+        log_odds = math.log(self.prior / (1 - self.prior)) + reads * (
             score * self.pass_weight + (1 - score) * self.fail_weight)
         return 1 / (1 + math.exp(-max(-50.0, min(50.0, log_odds))))
 
@@ -128,7 +148,7 @@ class JudgeCorrection:
         if math.isnan(fp) or math.isnan(fn):
             raise ValueError("the judge profile has no false-positive or false-negative rate (no good or no bad members "
                              "were read): calibrate on a set with both")
-        reads, reasons = 1, []
+        reads, reasons, order_threshold = 1, [], 0.0
         if fp + fn < 1:
             reads = next((k for k in range(1, max_reads + 1) if cls.decision_error(fp, fn, k) <= target_error), max_reads)
             reasons.append(f"{reads} read(s) bring the pass / fail error from {cls.decision_error(fp, fn, 1):.3f} "
@@ -136,10 +156,12 @@ class JudgeCorrection:
         position = profile.get("position") or {}
         first, second = position.get("good_first"), position.get("good_second")
         if first and second and (first["low"] > second["high"] or second["low"] > first["high"]):
-            reads = max_reads
+            reads, order_threshold = max_reads, 0.9
             reasons.append(f"order-following (accuracy {first['accuracy']:.2f} with the good answer first, "
-                           f"{second['accuracy']:.2f} second): {max_reads} shuffled orders")
-        return cls(reads=reads, false_positive=fp, false_negative=fn, method=method, reason="; ".join(reasons))
+                           f"{second['accuracy']:.2f} second): {max_reads} shuffled orders, reads that follow "
+                           f"the order (|correlation| >= {order_threshold}) dropped")
+        return cls(reads=reads, false_positive=fp, false_negative=fn, method=method, order_threshold=order_threshold,
+                   reason="; ".join(reasons))
 
     @classmethod
     def load(cls, path: str | Path, method: str = "posterior") -> "JudgeCorrection":
@@ -153,7 +175,29 @@ class JudgeCorrection:
 
     def describe(self) -> str:
         return (f"{self.method} correction, {self.reads} read(s), fp {self.false_positive:.3f}, fn {self.false_negative:.3f}"
+                + (f", order-following reads dropped (|correlation| >= {self.order_threshold:g})" if self.order_threshold else "")
                 + (f" ({self.reason})" if self.reason else ""))
+
+
+def position_correlation(scores: Sequence[float], order: Sequence[int]) -> float:
+    """Pearson correlation of members' scores with the position they were shown at (0 for a group
+    of fewer than 3 or constant scores: nothing to follow). -1: the first shown scored highest,
+    falling with every later one.
+
+    Examples:
+        >>> position_correlation([0.2, 0.9, 0.5], [1, 2, 0])      # shown 1, 2, 0: scores 0.9, 0.5, 0.2
+        -0.9966
+    """
+    import numpy as np
+
+    if len(order) < 3:
+        return 0.0
+    position = np.empty(len(order))
+    position[list(order)] = np.arange(len(order))
+    values = np.asarray(scores, dtype=float)
+    if np.ptp(values) == 0:
+        return 0.0
+    return round(float(np.corrcoef(position, values)[0, 1]), 4)
 
 
 @lru_cache(maxsize=32)

@@ -149,6 +149,8 @@ class RulerResult:
     clamped: int = 0
     unique: int = 0
     raw_scores: list[list[float]] = field(default_factory=list)
+    reads_kept: int | None = None
+    """Reads combined into the scores where a correction dropped order-following ones (None: all)."""
 
 
 def render_message(message: Message) -> str:
@@ -262,10 +264,33 @@ def corrected(result: RulerResult, correction: JudgeCorrection | None) -> RulerR
     """``result`` with each score replaced by its corrected score (unchanged without a correction or on failure)."""
     if correction is None or result.failed:
         return result
-    result.scores = [None if score is None else correction.corrected(score) for score in result.scores]
-    result.explanations = [f"{why} [{correction.method}-corrected over {correction.reads} read(s)]".lstrip()
+    reads = correction.reads if result.reads_kept is None else result.reads_kept
+    result.scores = [None if score is None else correction.corrected(score, reads) for score in result.scores]
+    result.explanations = [f"{why} [{correction.method}-corrected over {reads} read(s)]".lstrip()
                            for why in result.explanations]
     return result
+
+
+def combine_reads(read_scores: list[list[float]], orders: list[list[int]] | None,
+                  correction: JudgeCorrection | None) -> tuple[list[float], int | None]:
+    """Each member's mean score over a group's reads (``read_scores[r][m]``, read ``r`` shown in
+    ``orders[r]``), leaving out the reads ``correction`` finds order-following; with the number of
+    reads kept (None when none could be dropped). Every read dropped: equal scores, no signal.
+
+    Examples:
+        >>> drop = JudgeCorrection(reads=2, order_threshold=0.9)
+        >>> combine_reads([[0.9, 0.6, 0.3], [0.2, 0.9, 0.4]], [[0, 1, 2], [2, 0, 1]], drop)
+        ([0.2, 0.9, 0.4], 1)
+        >>> combine_reads([[0.9, 0.6, 0.3]], [[0, 1, 2]], drop)
+        ([0.5, 0.5, 0.5], 0)
+    """
+    count = len(read_scores[0]) if read_scores else 0
+    if correction is None or not correction.order_threshold or orders is None:
+        return [float(np.mean([read[m] for read in read_scores])) for m in range(count)], None
+    kept = correction.kept_reads(read_scores, orders)
+    if not kept:
+        return [0.5] * count, 0
+    return [float(np.mean([read_scores[r][m] for r in kept])) for m in range(count)], len(kept)
 
 
 async def _read_scores(trajectories: Sequence[Sequence[Message]], judge: LLM | str, config: RulerConfig,
@@ -305,7 +330,7 @@ async def _read_scores(trajectories: Sequence[Sequence[Message]], judge: LLM | s
         scores_only = replace(config, explanation_max_chars=0)
         reads = [(build_judge_messages(unique_trajectories, ids, order, scores_only, tools), [(ids[i], ids[i]) for i in order])
                  for order in orders]
-        return await _probability_scores(judge, reads, ids, config, member_to_unique, result)
+        return await _probability_scores(judge, reads, ids, config, member_to_unique, result, orders=orders)
     if config.scoring == "pointwise":  # one read per trajectory, alone in its prompt (its id there is t1)
         reads = [(pointwise_messages(t, config, tools), [(ids[i], "t1")]) for i, t in enumerate(unique_trajectories)]
         return await _probability_scores(judge, reads, ids, config, member_to_unique, result,
@@ -318,7 +343,7 @@ async def _read_scores(trajectories: Sequence[Sequence[Message]], judge: LLM | s
         return result
     per_id: dict[str, list[float]] = defaultdict(list)
     explanation: dict[str, str] = {}
-    for response, completion in outcomes:
+    for response, completion in outcomes:  # in the order of ``orders``
         result.prompt_tokens += completion.prompt_tokens
         result.completion_tokens += completion.completion_tokens
         for item in response.scores:
@@ -327,7 +352,10 @@ async def _read_scores(trajectories: Sequence[Sequence[Message]], judge: LLM | s
             per_id[item.trajectory_id].append(clamped)
             explanation.setdefault(item.trajectory_id, item.explanation)
     result.raw_scores = [per_id[i] for i in ids]
-    unique_scores = [float(np.mean(per_id[i])) for i in ids]
+    complete = all(len(per_id[i]) == len(orders) for i in ids)  # each read scored every id once
+    unique_scores, result.reads_kept = (
+        combine_reads([[per_id[i][r] for i in ids] for r in range(len(orders))], orders, config.judge_correction())
+        if complete else ([float(np.mean(per_id[i])) for i in ids], None))
     result.scores = [unique_scores[u] for u in member_to_unique]
     result.explanations = [explanation.get(ids[u], "") for u in member_to_unique]
     result.judge_calls = judge.usage.calls - calls_before
@@ -344,10 +372,12 @@ def pointwise_messages(trajectory: Sequence[Message], config: RulerConfig,
 
 
 async def _probability_scores(judge: LLM, reads: list[tuple[list[Message], list[tuple[str, str]]]], ids: list[str],
-                              config: RulerConfig, member_to_unique, result: RulerResult, how: str = "") -> RulerResult:
+                              config: RulerConfig, member_to_unique, result: RulerResult, how: str = "",
+                              orders: list[list[int]] | None = None) -> RulerResult:
     """RULER by G-Eval: each read is a prompt and the (trajectory id, id in that prompt) pairs it
     scores; the reply is forced to ``{"scores": [{"trajectory_id": <id>, "score": 0.`` for each and
-    the next digit's distribution gives the expected score (averaged over a trajectory's reads)."""
+    the next digit's distribution gives the expected score (averaged over a trajectory's reads;
+    ``orders``: each read shows the whole group in that order, so order-following reads can be dropped)."""
     per_id: dict[str, list[float]] = defaultdict(list)
     for messages, scored in reads:
         prefixes = [SCORE_PREFIX % shown for _, shown in scored]
@@ -361,8 +391,10 @@ async def _probability_scores(judge: LLM, reads: list[tuple[list[Message], list[
         result.judge_calls += 1
         for (trajectory_id, _), score in zip(scored, scores):
             per_id[trajectory_id].append(float(score))
-    unique_scores = [float(np.mean(per_id[i])) for i in ids]
     result.raw_scores = [per_id[i] for i in ids]
+    unique_scores, result.reads_kept = combine_reads(
+        [[per_id[i][r] for i in ids] for r in range(len(reads))] if orders is not None else [[float(np.mean(per_id[i])) for i in ids]],
+        orders, config.judge_correction())
     result.scores = [unique_scores[u] for u in member_to_unique]
     result.explanations = [f"expected score {how}under the judge's next-token distribution (G-Eval)"] * len(member_to_unique)
     return result
@@ -416,14 +448,18 @@ def oracle_ruler_result(oracle: OracleJudge, seed: str, good: Sequence[bool | No
         return RulerResult([None] * len(good), [""] * len(good), failed=True,
                            error=f"{oracle.name} needs each member's verified outcome (episode.correct); one has none")
     orders = presentation_orders(len(good), config.reading()) if config is not None else [list(range(len(good)))]
-    totals = [0.0] * len(good)
+    read_scores = []
     for p, order in enumerate(orders):
         shown = oracle.scores([bool(good[i]) for i in order], seed=seed if p == 0 else f"{seed}|order{p}")
+        read = [0.0] * len(good)
         for position, member in enumerate(order):
-            totals[member] += shown[position]
-    scores = [total / len(orders) for total in totals]
-    result = RulerResult(scores, [f"{oracle.name}: scored from the verified outcome"] * len(good), unique=len(good))
-    return corrected(result, config.judge_correction() if config is not None else None)
+            read[member] = shown[position]
+        read_scores.append(read)
+    correction = config.judge_correction() if config is not None else None
+    scores, kept = combine_reads(read_scores, orders, correction)
+    result = RulerResult(scores, [f"{oracle.name}: scored from the verified outcome"] * len(good), unique=len(good),
+                         raw_scores=[[read[m] for read in read_scores] for m in range(len(good))], reads_kept=kept)
+    return corrected(result, correction)
 
 
 class RulerScorer:
