@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from rubricgym.sampling import stop_token_ids
 from rubricgym.tools import render_messages
 
 
@@ -43,6 +44,10 @@ class TokenTranscript:
     logprobs: list[float] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     turns: int = 0
+    replies: list[str] = field(default_factory=list)
+    """Each model turn's text as generated (without its end-of-turn token): earlier turns are
+    re-rendered from these, not from the env's parsed copies, which may differ (a literal
+    ``<|im_end|>`` the model wrote, a malformed call the env tidied)."""
 
     @classmethod
     def start(cls, tokenizer: Any, messages: Sequence[dict[str, Any]]) -> "TokenTranscript":
@@ -66,14 +71,15 @@ class TokenTranscript:
         self.env_mask += [1] * len(ids)
         self.text += self.tokenizer.decode(list(ids), skip_special_tokens=False)
         self.turns += 1
+        self.replies.append(self._last_reply_text())
 
     def add_env_turn(self, before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> None:
         """The env's answer to the last model turn: the messages ``after`` adds beyond ``before``
         and the agent's reply (as generated: the env's parsed copy may differ), rendered by the
         template, as env tokens (mask 0)."""
         new_messages = list(after)[len(before) + 1:]
-        raw_reply = self._last_reply_text()
-        full = chat_text(self.tokenizer, [*before, {"role": "assistant", "content": raw_reply}, *new_messages])
+        earlier = self._as_generated(before)
+        full = chat_text(self.tokenizer, [*earlier, {"role": "assistant", "content": self.replies[-1]}, *new_messages])
         if not full.startswith(self.text):
             at = next((i for i, (a, b) in enumerate(zip(full, self.text)) if a != b), min(len(full), len(self.text)))
             raise TemplateMismatch(f"the chat template renders the earlier turns differently at character {at} "
@@ -86,6 +92,19 @@ class TokenTranscript:
         self.env_mask += [0] * len(ids)
         self.text += delta
 
+    def _as_generated(self, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` with the earlier model turns' assistant messages replaced by the text the
+        model generated (the last assistant messages, one per earlier turn; unchanged when the env
+        kept a different number of them)."""
+        messages = list(messages)
+        earlier = self.replies[:-1]
+        positions = [i for i, message in enumerate(messages) if message.get("role") == "assistant"]
+        if not earlier or len(positions) < len(earlier):
+            return messages
+        for i, reply in zip(positions[len(positions) - len(earlier):], earlier):
+            messages[i] = {"role": "assistant", "content": reply}
+        return messages
+
     def _last_reply_text(self) -> str:
         """The last model turn as text, without its end-of-turn token (the template adds it)."""
         end = len(self.env_mask)
@@ -93,7 +112,9 @@ class TokenTranscript:
         while start > 0 and self.env_mask[start - 1] == 1:
             start -= 1
         ids = self.completion_ids[start:end]
-        special = set(self.tokenizer.all_special_ids)
+        # the end-of-turn token need not be "special" to the tokenizer (SmolLM2's GGUF tokenizer lists
+        # only <|im_start|> and <|endoftext|>): strip what ends a completion too, or the template adds a second
+        special = set(self.tokenizer.all_special_ids) | set(stop_token_ids(self.tokenizer))
         while ids and ids[-1] in special:
             ids = ids[:-1]
         return self.tokenizer.decode(ids, skip_special_tokens=False)

@@ -45,7 +45,10 @@ def test_the_profile_decides_the_reads_and_an_uninformative_judge_is_refused():
     assert JudgeCorrection.from_profile({**profile, "false_positive": {"rate": 0.0}}).reads == 1  # already good enough
     ordered = {**profile, "position": {"good_first": {"accuracy": 1.0, "low": 0.98, "high": 1.0},
                                        "good_second": {"accuracy": 0.3, "low": 0.25, "high": 0.36}}}
-    assert JudgeCorrection.from_profile(ordered, max_reads=5).reads == 5 and "order" in JudgeCorrection.from_profile(ordered).reason
+    assert JudgeCorrection.from_profile(ordered, order_reads=5).reads == 5 and "order" in JudgeCorrection.from_profile(ordered).reason
+    # an FN-heavy judge needs more than four reads to reach the 5 % target, and gets them
+    fn_heavy = {"false_positive": {"rate": 0.05}, "false_negative": {"rate": 0.4}}
+    assert JudgeCorrection.from_profile(fn_heavy).reads == 6 and JudgeCorrection.from_profile(fn_heavy, max_reads=4).reads == 4
     with pytest.raises(ValueError, match="says nothing about correctness"):
         JudgeCorrection.from_profile({"false_positive": {"rate": 0.5}, "false_negative": {"rate": 0.5}})
     with pytest.raises(ValueError, match="judge-eval --calibrate"):

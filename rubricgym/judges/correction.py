@@ -7,9 +7,9 @@ with the judge (``RulerConfig(correction="profile.json")``, ``--judge-correction
 bench):
 
 * ``reads``: how many times each group is read, each read in its own shuffled presentation order
-  (RULER's ``permutations``). Chosen from the profile: the fewest reads (up to ``max_reads``) whose
-  Bayes decision is wrong on at most ``target_error`` of members, and ``max_reads`` when the
-  order gap is significant (averaging over orders is what removes order-following).
+  (RULER's ``permutations``). Chosen from the profile: the fewest reads (up to ``max_reads``, 8)
+  whose Bayes decision is wrong on at most ``target_error`` (5 %) of members, and ``order_reads``
+  (4) when the order gap is significant (see ``order_threshold``).
 * ``method="posterior"`` (default): each member's score becomes the posterior probability that it is
   good given its reads, P(good | reads) under the profile's channel (each read a soft pass with the
   score as its weight, prior 1/2). With several reads this is not an affine map of the mean read:
@@ -137,9 +137,17 @@ class JudgeCorrection:
         return (false_pass + false_fail) / 2
 
     @classmethod
-    def from_profile(cls, profile: Mapping[str, Any], method: str = "posterior", max_reads: int = 4,
-                     target_error: float = 0.05) -> "JudgeCorrection":
-        """The correction a calibrated ``profile`` (:func:`rubricgym.app.calibration.judge_profile`) calls for."""
+    def from_profile(cls, profile: Mapping[str, Any], method: str = "posterior", max_reads: int = 8,
+                     target_error: float = 0.05, order_reads: int = 4) -> "JudgeCorrection":
+        """The correction a calibrated ``profile`` (:func:`rubricgym.app.calibration.judge_profile`) calls for:
+        the fewest reads up to ``max_reads`` whose decision errs on at most ``target_error``, or
+        ``order_reads`` shuffled orders with order-following reads dropped when the order gap is
+        significant (dropping, not more reads, is what removes that error).
+
+        Examples:
+            >>> JudgeCorrection.from_profile({"false_positive": {"rate": 0.05}, "false_negative": {"rate": 0.4}}).reads
+            6
+        """
         try:
             fp, fn = float(profile["false_positive"]["rate"]), float(profile["false_negative"]["rate"])
         except (KeyError, TypeError, ValueError):
@@ -156,9 +164,9 @@ class JudgeCorrection:
         position = profile.get("position") or {}
         first, second = position.get("good_first"), position.get("good_second")
         if first and second and (first["low"] > second["high"] or second["low"] > first["high"]):
-            reads, order_threshold = max_reads, 0.9
+            reads, order_threshold = order_reads, 0.9
             reasons.append(f"order-following (accuracy {first['accuracy']:.2f} with the good answer first, "
-                           f"{second['accuracy']:.2f} second): {max_reads} shuffled orders, reads that follow "
+                           f"{second['accuracy']:.2f} second): {order_reads} shuffled orders, reads that follow "
                            f"the order (|correlation| >= {order_threshold}) dropped")
         return cls(reads=reads, false_positive=fp, false_negative=fn, method=method, order_threshold=order_threshold,
                    reason="; ".join(reasons))
