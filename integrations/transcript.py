@@ -71,7 +71,7 @@ class TokenTranscript:
         self.env_mask += [1] * len(ids)
         self.text += self.tokenizer.decode(list(ids), skip_special_tokens=False)
         self.turns += 1
-        self.replies.append(self._last_reply_text())
+        self.replies.append(self._reply_text(ids))
 
     def add_env_turn(self, before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> None:
         """The env's answer to the last model turn: the messages ``after`` adds beyond ``before``
@@ -105,13 +105,9 @@ class TokenTranscript:
             messages[i] = {"role": "assistant", "content": reply}
         return messages
 
-    def _last_reply_text(self) -> str:
-        """The last model turn as text, without its end-of-turn token (the template adds it)."""
-        end = len(self.env_mask)
-        start = end
-        while start > 0 and self.env_mask[start - 1] == 1:
-            start -= 1
-        ids = self.completion_ids[start:end]
+    def _reply_text(self, ids: Sequence[int]) -> str:
+        """A model turn's text without its end-of-turn token (the template adds it)."""
+        ids = list(ids)
         # the end-of-turn token need not be "special" to the tokenizer (SmolLM2's GGUF tokenizer lists
         # only <|im_start|> and <|endoftext|>): strip what ends a completion too, or the template adds a second
         special = set(self.tokenizer.all_special_ids) | set(stop_token_ids(self.tokenizer))

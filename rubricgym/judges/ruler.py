@@ -392,9 +392,11 @@ async def _probability_scores(judge: LLM, reads: list[tuple[list[Message], list[
         for (trajectory_id, _), score in zip(scored, scores):
             per_id[trajectory_id].append(float(score))
     result.raw_scores = [per_id[i] for i in ids]
-    unique_scores, result.reads_kept = combine_reads(
-        [[per_id[i][r] for i in ids] for r in range(len(reads))] if orders is not None else [[float(np.mean(per_id[i])) for i in ids]],
-        orders, config.judge_correction())
+    if orders is None:  # reads that each show part of the group (pointwise): nothing follows an order
+        unique_scores = [float(np.mean(per_id[i])) for i in ids]
+    else:
+        unique_scores, result.reads_kept = combine_reads([[per_id[i][r] for i in ids] for r in range(len(reads))],
+                                                         orders, config.judge_correction())
     result.scores = [unique_scores[u] for u in member_to_unique]
     result.explanations = [f"expected score {how}under the judge's next-token distribution (G-Eval)"] * len(member_to_unique)
     return result
