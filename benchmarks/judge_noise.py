@@ -133,7 +133,8 @@ def main() -> None:
     results = {row: {"judge": judge_of(row), "accuracy": table[row].mean.mean,
                      "ci": [table[row].mean.low, table[row].mean.high], "per_seed": [float(np.mean(r)) for r in runs[row]],
                      **table[row].as_dict(), "solved": [[int(x) for x in r] for r in runs[row]],
-                     **({"profile": profiles[row], "correction": kept.get(row)} if row in profiles else {})} for row in rows}
+                     **({"profile": os.path.relpath(profiles[row], RESULTS.parent.parent), "correction": kept.get(row)}
+                        if row in profiles else {})} for row in rows}
     command = ("python benchmarks/judge_noise.py " + shlex.join(sys.argv[1:])).strip()
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps({
