@@ -29,3 +29,8 @@ class AlgoConfig:
     a whole group pays: 8 made a CPU update of one group of 8 1.4x faster than 2 (2.98 s against
     4.13 s, benchmarks/grpo_vs_trl.py's setting); smaller ones bound the activation memory. On a GPU
     use 16 or more: 2 made an H200's update 4.4x slower (benchmarks/results/gpu_check.md)."""
+    micro_batch_tokens: int = 4096
+    """A pass also reads at most this many tokens (the rows' shared prefix once, each row's padded
+    rest), taking fewer rows when transcripts are long; 0: no limit. Without it a pass of 8 of the
+    shop's warm-start rows (``ToolUse-v0``, about 1,080 tokens each, none shared) grew past 24 GB
+    on CPU and was killed."""

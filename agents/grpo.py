@@ -14,7 +14,7 @@ from .config import AlgoConfig
 from .distributed import Ranks, sum_gradients, sum_scalar
 from .generation import drift_stats
 from .losses import LossStats, aggregate, clipped_token_loss, k3_kl
-from .policy import Policy, completion_logprobs
+from .policy import Policy, completion_logprobs, micro_batches
 from .rollout import RolloutBatch, Turn
 
 
@@ -118,12 +118,12 @@ class GRPO:
             self.optimizer.zero_grad(set_to_none=True)
             loss_sum = kl_sum = 0.0
             token_stats = LossStats()  # of the last iteration, as TRL and CleanRL log them
-            for start in range(0, len(samples), cfg.micro_batch_size):
-                chunk = samples[start:start + cfg.micro_batch_size]
-                chunk_adv = adv[start:start + cfg.micro_batch_size].to(self.policy.device)
+            for part in micro_batches(samples, cfg.micro_batch_size, cfg.micro_batch_tokens):
+                chunk = samples[part.start:part.stop]
+                chunk_adv = adv[part.start:part.stop].to(self.policy.device)
                 scores, mask = self.policy.score_samples(chunk, entropy=True)  # a shared prompt read once
                 logprobs = scores.logprobs
-                old = olds.setdefault(start, self.policy.behaviour_logprobs(chunk, logprobs))
+                old = olds.setdefault(part.start, self.policy.behaviour_logprobs(chunk, logprobs))
                 if iteration == 0 and chunk[0].meta.get("logprobs_from") == "server":
                     server_samples += chunk
                     trainer_logprobs += completion_logprobs(chunk, logprobs)

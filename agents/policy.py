@@ -46,8 +46,10 @@ class PolicyConfig:
     temperature: float = 1.0
     """Sampling temperature (log-probs are of the tempered distribution, in sampling and training)."""
     top_p: float = 1.0
-    max_prompt_tokens: int = 1024
-    """Longer prompts keep their last tokens."""
+    max_prompt_tokens: int = 4096
+    """Longer prompts keep their last tokens. Only long prompts cost anything, so the default is
+    generous: at 1024 the shop's first turn (``ToolUse-v0``, 1,439 tokens with its nine tools)
+    lost its start, the shop's rules included, and trained on what was left."""
     head_chunk_tokens: int = 256
     """Training scores completion tokens through the LM head this many positions at a time (the
     logits recomputed in backward), so a micro-batch never holds all its (positions x vocabulary)
@@ -497,6 +499,42 @@ def _plain_frozen_head(model: Any, head: Any) -> bool:
     return (type(head) is torch.nn.Linear and head.bias is None and not head.weight.requires_grad
             and not getattr(config, "final_logit_softcapping", None) and getattr(config, "logit_scale", None) in (None, 1.0)
             and hasattr(model, "get_decoder"))
+
+
+def pass_tokens(samples: Sequence[Sample]) -> int:
+    """Tokens one :meth:`Policy.score_samples` pass reads for ``samples``: the prefix they share
+    once, and each row's padded rest.
+
+    Examples:
+        >>> rows = [Sample([1, 2, 3, 4], [5], [], "", False), Sample([1, 2, 3, 9, 9], [6, 7], [], "", False)]
+        >>> pass_tokens(rows[:1]), pass_tokens(rows)    # shared [1, 2] + 2 rows x the longer rest (5)
+        (5, 12)
+    """
+    shared = max(common_prefix_length([s.prompt_ids for s in samples]) - 1, 0) if len(samples) > 1 else 0
+    return shared + len(samples) * max(len(s.prompt_ids) + len(s.completion_ids) - shared for s in samples)
+
+
+def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int = 0) -> list[range]:
+    """Consecutive runs of ``samples``, one forward / backward pass each: at most ``max_rows``
+    rows and, with ``max_tokens``, at most that many tokens read (:func:`pass_tokens`), so long
+    multi-turn transcripts go a few rows at a time instead of exhausting memory (activations grow
+    with rows x length, attention with rows x length squared). A row over the budget alone gets
+    a pass of its own.
+
+    Examples:
+        >>> rows = [Sample([7] * n, [1], [], "", False) for n in (3, 3, 10, 3)]
+        >>> micro_batches(rows, max_rows=8), micro_batches(rows, max_rows=8, max_tokens=12)
+        ([range(0, 4)], [range(0, 2), range(2, 3), range(3, 4)])
+    """
+    runs, start = [], 0
+    while start < len(samples):
+        stop = start + 1
+        while stop < len(samples) and stop - start < max_rows and (
+                not max_tokens or pass_tokens(samples[start:stop + 1]) <= max_tokens):
+            stop += 1
+        runs.append(range(start, stop))
+        start = stop
+    return runs
 
 
 def completion_logprobs(samples: Sequence[Sample], logprobs: torch.Tensor) -> list[list[float]]:

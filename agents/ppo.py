@@ -17,7 +17,7 @@ import torch.nn as nn
 
 from .config import AlgoConfig
 from .losses import LossStats, clipped_token_loss
-from .policy import Policy
+from .policy import Policy, micro_batches
 from .rollout import RolloutBatch
 
 
@@ -119,8 +119,8 @@ class PPO:
         rewards_per_turn = [t.reward for t in batch.turns]
         chunks = []
         with torch.no_grad():  # old values, GAE, returns
-            for start in range(0, len(samples), cfg.micro_batch_size):
-                chunk = samples[start:start + cfg.micro_batch_size]
+            for part in micro_batches(samples, cfg.micro_batch_size, cfg.micro_batch_tokens):
+                start, chunk = part.start, samples[part.start:part.stop]
                 tensors = self.policy.batch_tensors(chunk)
                 logprobs, hidden = self.policy.token_logprobs(tensors, return_hidden=True)
                 values = self._values(hidden)

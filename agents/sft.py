@@ -23,7 +23,7 @@ from typing import Any, Callable
 import torch
 
 from .checkpoints import save_checkpoint
-from .policy import Policy, Sample
+from .policy import Policy, Sample, micro_batches
 
 
 @dataclass
@@ -39,6 +39,9 @@ class SFTConfig:
     micro_batch_size: int = 8
     """Rows per forward/backward pass (gradients accumulate up to ``batch_size``); the prompt
     prefix the rows of one pass share is read once, so larger passes save more."""
+    micro_batch_tokens: int = 4096
+    """A pass also reads at most this many tokens (fewer rows when rows are long; 0: no limit),
+    as in the RL algorithms' :attr:`~rubricgym.agents.config.AlgoConfig.micro_batch_tokens`."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm."""
     max_completion_tokens: int = 512
@@ -93,11 +96,11 @@ def sft(policy: Policy, rows: list[dict[str, Any]], config: SFTConfig | None = N
         optimizer.zero_grad()
         loss_sum, tokens = 0.0, sum(len(encoded[i][1]) for i in batch)
         with policy.weights_lock:
-            for start in range(0, len(batch), config.micro_batch_size):
-                part = [Sample(prompt_ids=list(p), completion_ids=list(c), logprobs=[], text="", truncated=False)
-                        for p, c in (encoded[i] for i in batch[start:start + config.micro_batch_size])]
+            rows = [Sample(prompt_ids=list(p), completion_ids=list(c), logprobs=[], text="", truncated=False)
+                    for p, c in (encoded[i] for i in batch)]
+            for run in micro_batches(rows, config.micro_batch_size, config.micro_batch_tokens):
                 # the prefix the rows share (a judge's instructions, a tool list) is read once
-                scores, mask = policy.score_samples(part, temperature=1.0)
+                scores, mask = policy.score_samples(rows[run.start:run.stop], temperature=1.0)
                 # token-mean over the whole batch: long completions weigh by their length, as in TRL
                 loss = -(scores.logprobs * mask).sum() / tokens
                 loss.backward()

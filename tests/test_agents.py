@@ -200,6 +200,36 @@ def test_sft_loss_is_the_completion_cross_entropy_with_the_shared_prompt_read_on
     assert history[1]["loss"] < history[0]["loss"]
 
 
+def test_a_token_budget_splits_passes_without_changing_the_update(tokenizer):
+    """micro_batch_tokens only decides how many rows a pass reads: SFT's losses and weights, and a
+    GRPO update's weights, are those of one pass over every row (gradients accumulate exactly)."""
+    from rubricgym.agents.policy import micro_batches
+    from rubricgym.agents.sft import SFTConfig, sft
+
+    rows = [{"prompt": [{"role": "user", "content": f"What is {a} + {b}? " + "Think. " * a}],
+             "completion": [{"role": "assistant", "content": str(a + b)}]} for a, b in ((2, 3), (10, 4), (7, 7), (1, 1))]
+    runs = {}
+    for budget in (0, 60):
+        policy = tiny_policy(tokenizer, seed=5)
+        history = sft(policy, rows, SFTConfig(epochs=1, batch_size=4, micro_batch_size=4, micro_batch_tokens=budget,
+                                              learning_rate=1e-2), progress=False)
+        runs[budget] = (history[0]["loss"], [p.detach().clone() for p in policy.trainable_parameters()])
+    assert runs[60][0] == pytest.approx(runs[0][0], rel=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(runs[0][1], runs[60][1]))
+
+    weights = {}
+    for budget in (0, 40):
+        policy = tiny_policy(tokenizer, seed=6)
+        batch = RolloutBatch(turns=[sample_turn(policy, text, 0, reward) for text, reward in
+                                    (("2", 1.0), ("5", -1.0), ("2 because 1 + 1 = 2", 1.0), ("no", -1.0))])
+        samples = [t.sample for t in batch.turns]
+        passes = micro_batches(samples, 8, budget)
+        assert (len(passes) > 1) == bool(budget)
+        GRPO(policy, GRPOConfig(learning_rate=1e-2, micro_batch_tokens=budget)).update(batch)
+        weights[budget] = [p.detach().clone() for p in policy.trainable_parameters()]
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(weights[0], weights[40]))
+
+
 def test_kl_is_zero_for_a_fresh_adapter(tokenizer):
     policy = tiny_policy(tokenizer)
     samples = policy.sample([[{"role": "user", "content": "hello"}]] * 2)
