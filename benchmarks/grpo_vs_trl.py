@@ -17,8 +17,9 @@ Each side keeps its own defaults otherwise: TRL's GRPOConfig checkpoints activat
 in backward: less memory, more time); ours reads a group's shared prompt once per micro-batch
 (``--micro-batch-size``, 8 by default) and runs the LM head a chunk of positions at a time.
 
-Ends with ``RESULT step_time_ratio=<ours/trl> peak_rss_ratio=<ours/trl> variant=<single_turn|multi_turn>``
-(#27's targets: <= 0.4 and <= 0.8).
+Ends with ``RESULT step_time_ratio=<ours/trl> peak_rss_ratio=<ours/trl> rollout_floor_ratio=<r>
+variant=<single_turn|multi_turn>`` (#27's targets: <= 0.4 and <= 0.8); ``rollout_floor_ratio`` is our
+sampling time alone over TRL's whole step, the ratio our step would reach if its update cost nothing.
 """
 
 from __future__ import annotations
@@ -63,12 +64,13 @@ def run_ours(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False,
     config.grpo.learning_rate = LR
     config.grpo.micro_batch_size = micro_batch_size or config.grpo.micro_batch_size
     trainer = Trainer(config)
-    times = []
+    times, rollouts = [], []
     for _ in range(steps):
         start = time.perf_counter()
-        trainer.train_step()
+        stats = trainer.train_step()
         times.append(time.perf_counter() - start)
-    return times
+        rollouts.append(stats["rollout_seconds"])
+    return times, rollouts
 
 
 def run_trl(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False) -> list[float]:
@@ -118,13 +120,13 @@ def run_trl(steps: int, max_tokens: int = MAX_TOKENS, multi_turn: bool = False) 
                           peft_config=LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, target_modules="all-linear",
                                                  task_type="CAUSAL_LM"), callbacks=[Timer()])
     trainer.train()
-    return times
+    return times, []
 
 
 def child(impl: str, steps: int, max_tokens: int, multi_turn: bool, micro_batch_size: int) -> None:
-    times = run_ours(steps, max_tokens, multi_turn, micro_batch_size) if impl == "ours" else run_trl(steps, max_tokens, multi_turn)
+    times, rollouts = run_ours(steps, max_tokens, multi_turn, micro_batch_size) if impl == "ours" else run_trl(steps, max_tokens, multi_turn)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print("CHILD " + json.dumps({"impl": impl, "times": times, "peak_rss_mb": peak_mb}))
+    print("CHILD " + json.dumps({"impl": impl, "times": times, "rollout_times": rollouts, "peak_rss_mb": peak_mb}))
 
 
 def main() -> None:
@@ -158,8 +160,12 @@ def main() -> None:
         summary[impl] = {"step_s": statistics.median(steady), "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)}
         print(f"{impl:>4}: median step {summary[impl]['step_s']:.2f} s over {len(steady)} steps, "
               f"peak RSS {summary[impl]['peak_rss_mb']:.0f} MB")
+    # our sampling alone against TRL's whole step: the ratio our step would have if its update cost nothing
+    rollout_s = statistics.median(t for run in results["ours"] for t in run["rollout_times"][1:])
+    print(f"ours: median rollout {rollout_s:.2f} s of its step ({rollout_s / summary['ours']['step_s']:.0%})")
     print(f"RESULT step_time_ratio={summary['ours']['step_s'] / summary['trl']['step_s']:.3f} "
           f"peak_rss_ratio={summary['ours']['peak_rss_mb'] / summary['trl']['peak_rss_mb']:.3f} "
+          f"rollout_floor_ratio={rollout_s / summary['trl']['step_s']:.3f} "
           f"variant={'multi_turn' if args.multi_turn else 'single_turn'}")
 
 
