@@ -33,16 +33,23 @@ def test_two_ranks_make_the_one_rank_lora_update_from_the_same_groups(tmp_path):
 
     from rubricgym.agents.train import Trainer
 
-    # the one-process run: 2 steps of 2 groups x 2 (real rollouts), recorded
-    trainer = Trainer(trainer_config(str(tmp_path)))
-    recorded = []
-    for _ in range(2):
-        batch = trainer._rollouts()
-        for turn in batch.turns:  # 8-token answers rarely score: give each group's two members different rewards
-            turn.reward = float(turn.env_index % 2)
-        recorded.append(batch.turns)
-        trainer.algo.update(batch)
-        trainer.step += 1
+    # the one-process run: 2 steps of 2 groups x 2 (real rollouts), recorded. One torch thread, as
+    # torchrun gives each rank: Adam turns a near-zero gradient's rounding (which thread counts
+    # change) into a full +-lr step, 1.5e-4 here with two threads against one
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer = Trainer(trainer_config(str(tmp_path)))
+        recorded = []
+        for _ in range(2):
+            batch = trainer._rollouts()
+            for turn in batch.turns:  # 8-token answers rarely score: give each group's two members different rewards
+                turn.reward = float(turn.env_index % 2)
+            recorded.append(batch.turns)
+            trainer.algo.update(batch)
+            trainer.step += 1
+    finally:
+        torch.set_num_threads(threads)
     assert all(len({t.group for t in turns}) == 2 for turns in recorded)
     reference = lora_state(trainer)
     (tmp_path / "batches.pkl").write_bytes(pickle.dumps(recorded))
