@@ -21,6 +21,9 @@ import torch.nn.functional as F
 from rubricgym.sampling import PrefixCache, common_prefix_length, generate_with_logprobs, left_pad, stop_token_ids
 from rubricgym.tools import render_messages
 
+#: a shared prefix shorter than this is not read on its own (score_samples) nor counted once (pass_tokens)
+MIN_SHARED_TOKENS = 16
+
 
 @dataclass
 class PolicyConfig:
@@ -385,7 +388,7 @@ class Policy:
         return scores
 
     def score_samples(self, samples: Sequence[Sample], temperature: float | None = None, entropy: bool = False,
-                      min_shared_tokens: int = 16) -> tuple["TokenScores", torch.Tensor]:
+                      min_shared_tokens: int = MIN_SHARED_TOKENS) -> tuple["TokenScores", torch.Tensor]:
         """:meth:`score_tokens` for samples, with the prefix they all share (a group's prompt)
         read once: its keys and values, computed with gradient, serve every row, so a group of G
         completions costs one prompt instead of G; the LM head runs only on completion positions,
@@ -506,11 +509,12 @@ def pass_tokens(samples: Sequence[Sample]) -> int:
     once, and each row's padded rest.
 
     Examples:
-        >>> rows = [Sample([1, 2, 3, 4], [5], [], "", False), Sample([1, 2, 3, 9, 9], [6, 7], [], "", False)]
-        >>> pass_tokens(rows[:1]), pass_tokens(rows)    # shared [1, 2] + 2 rows x the longer rest (5)
-        (5, 12)
+        >>> rows = [Sample([1] * 20 + [3], [5], [], "", False), Sample([1] * 20 + [9, 9], [6, 7], [], "", False)]
+        >>> pass_tokens(rows[:1]), pass_tokens(rows)    # shared 19 + 2 rows x the longer rest (5)
+        (22, 29)
     """
-    shared = max(common_prefix_length([s.prompt_ids for s in samples]) - 1, 0) if len(samples) > 1 else 0
+    shared = common_prefix_length([s.prompt_ids for s in samples]) - 1 if len(samples) > 1 else 0
+    shared = shared if shared >= MIN_SHARED_TOKENS else 0  # as score_samples decides
     return shared + len(samples) * max(len(s.prompt_ids) + len(s.completion_ids) - shared for s in samples)
 
 
