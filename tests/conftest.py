@@ -41,10 +41,26 @@ def _free_port() -> int:
     return free_port()
 
 
+def _llama_death(process) -> str:
+    """Why the llama.cpp server is gone: its exit status (a signal named) and the end of its output."""
+    import signal
+
+    code = process.returncode
+    status = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    hint = (" (an instruction this CPU reports but the machine does not enable: build llama-cpp-python with "
+            "CMAKE_ARGS=-DGGML_NATIVE=OFF, as README's test command does)") if code == -signal.SIGILL else ""
+    return f"the llama.cpp server died: {status}{hint}; its last output:\n{process.output_tail(1500)}"
+
+
 @pytest.fixture(scope="session")
-def llama_server():
-    """A real OpenAI-compatible server on loopback: llama-cpp-python serving the default GGUF."""
+def _llama_process():
+    """llama-cpp-python serving the default GGUF on loopback, started once and proven by one real
+    completion (a build that cannot compute on this CPU fails here, named, not as connection errors)."""
+    import contextlib
+    import json
+    import subprocess
     import sys
+    import urllib.request
 
     require("llama_cpp", "server")
     from rubricgym.models import default_gguf_path
@@ -53,8 +69,31 @@ def llama_server():
     port = _free_port()
     base = f"http://127.0.0.1:{port}/v1"
     with server_process([sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()), "--host", "127.0.0.1",
-                         "--port", str(port), "--n_ctx", "4096", "--n_threads", "2"], base + "/models"):
-        yield base
+                         "--port", str(port), "--n_ctx", "4096", "--n_threads", "2"], base + "/models") as process:
+        request = urllib.request.Request(base + "/chat/completions", method="POST", headers={"Content-Type": "application/json"},
+                                         data=json.dumps({"model": "smollm2", "max_tokens": 2, "messages": [
+                                             {"role": "user", "content": "Name one colour of the rainbow, in one word."}]}).encode())
+        try:
+            with urllib.request.urlopen(request, timeout=300) as response:
+                json.loads(response.read())
+        except OSError as error:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)  # a crash closes the connection a moment before the process is reaped
+            if process.poll() is not None:
+                pytest.fail(_llama_death(process), pytrace=False)
+            raise RuntimeError(f"the llama.cpp server did not complete a 2-token reply: {error}") from error
+        yield base, process
+
+
+@pytest.fixture
+def llama_server(_llama_process):
+    """The loopback llama.cpp server's ``/v1`` base URL; a test during which it dies fails with why."""
+    base, process = _llama_process
+    if process.poll() is not None:
+        pytest.fail(_llama_death(process), pytrace=False)
+    yield base
+    if process.poll() is not None:
+        pytest.fail(_llama_death(process), pytrace=False)
 
 
 @pytest.fixture(scope="session")

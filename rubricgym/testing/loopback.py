@@ -162,7 +162,8 @@ def server_process(command: list[str], health_url: str, cwd: str | None = None, 
                    env: dict[str, str] | None = None) -> Iterator[Any]:
     """Run a server command until ``health_url`` answers 200, yield the process, stop it after
     (``rubricgym serve``, an OpenEnv example, a LiteLLM proxy). A server that exits or stays
-    silent past ``start_timeout_s`` is an error with the end of its output.
+    silent past ``start_timeout_s`` is an error with the end of its output; while it runs,
+    ``process.output_tail()`` reads the end of what it has printed (to report a later crash).
 
     Examples:
         >>> import sys
@@ -172,12 +173,21 @@ def server_process(command: list[str], health_url: str, cwd: str | None = None, 
         ...     process.poll() is None
         True
     """
+    import os
     import subprocess
     import tempfile
     import urllib.request
 
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def output_tail(chars: int = 2000) -> str:
+        # pread leaves the offset the server shares with this file alone (a seek would move its writes)
+        size = os.fstat(log.fileno()).st_size
+        start = max(0, size - 4 * chars)
+        return os.pread(log.fileno(), size - start, start).decode(errors="replace")[-chars:]
+
+    process.output_tail = output_tail
     deadline = time.monotonic() + start_timeout_s
     try:
         while True:
@@ -188,9 +198,8 @@ def server_process(command: list[str], health_url: str, cwd: str | None = None, 
             except OSError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
                 raise RuntimeError(f"{command[:4]} did not answer {health_url} within {start_timeout_s:.0f} s: "
-                                   f"{log.read().decode(errors='replace')[-2000:]}")
+                                   f"{output_tail()}")
             time.sleep(0.2)
         yield process
     finally:
