@@ -30,7 +30,8 @@ class AlgoConfig:
     4.13 s, benchmarks/grpo_vs_trl.py's setting); smaller ones bound the activation memory. On a GPU
     use 16 or more: 2 made an H200's update 4.4x slower (benchmarks/results/gpu_check.md)."""
     micro_batch_tokens: int = 4096
-    """A pass also reads at most this many tokens (the rows' shared prefix once, each row's padded
-    rest), taking fewer rows when transcripts are long; 0: no limit. Without it a pass of 8 of the
+    """A pass also reads at most this many tokens (GRPO: the rows' shared prefix once, each row's
+    padded rest; PPO, which reads every row whole: rows x the longest), taking fewer rows when
+    transcripts are long; 0: no limit. Without it a pass of 8 of the
     shop's warm-start rows (``ToolUse-v0``, about 1,080 tokens each, none shared) grew past 24 GB
     on CPU and was killed."""

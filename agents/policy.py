@@ -504,26 +504,36 @@ def _plain_frozen_head(model: Any, head: Any) -> bool:
             and hasattr(model, "get_decoder"))
 
 
-def pass_tokens(samples: Sequence[Sample]) -> int:
+def pass_tokens(samples: Sequence[Sample], shared_prefix: bool = True) -> int:
     """Tokens one :meth:`Policy.score_samples` pass reads for ``samples``: the prefix they share
-    once, and each row's padded rest.
+    once, and each row's padded rest (``shared_prefix=False``: every row whole, as a pass over
+    :meth:`Policy.batch_tensors` reads them).
 
     Examples:
         >>> rows = [Sample([1] * 20 + [3], [5], [], "", False), Sample([1] * 20 + [9, 9], [6, 7], [], "", False)]
         >>> pass_tokens(rows[:1]), pass_tokens(rows)    # shared 19 + 2 rows x the longer rest (5)
         (22, 29)
+        >>> pass_tokens(rows, shared_prefix=False)    # 2 rows x the longer row (24)
+        48
     """
-    shared = common_prefix_length([s.prompt_ids for s in samples]) - 1 if len(samples) > 1 else 0
+    common = common_prefix_length([s.prompt_ids for s in samples]) if shared_prefix else 0
+    return _pass_tokens(len(samples), common, max(len(s.prompt_ids) + len(s.completion_ids) for s in samples))
+
+
+def _pass_tokens(rows: int, common_prompt: int, longest: int) -> int:
+    """:func:`pass_tokens` from a run's size, its prompts' common prefix (0: nothing shared) and its longest row."""
+    shared = common_prompt - 1 if rows > 1 else 0
     shared = shared if shared >= MIN_SHARED_TOKENS else 0  # as score_samples decides
-    return shared + len(samples) * max(len(s.prompt_ids) + len(s.completion_ids) - shared for s in samples)
+    return shared + rows * (longest - shared)
 
 
-def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int = 0) -> list[range]:
+def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int = 0, shared_prefix: bool = True) -> list[range]:
     """Consecutive runs of ``samples``, one forward / backward pass each: at most ``max_rows``
     rows and, with ``max_tokens``, at most that many tokens read (:func:`pass_tokens`), so long
     multi-turn transcripts go a few rows at a time instead of exhausting memory (activations grow
     with rows x length, attention with rows x length squared). A row over the budget alone gets
-    a pass of its own.
+    a pass of its own. ``shared_prefix=False`` counts every row whole (passes that do not share a
+    common prompt, PPO's).
 
     Examples:
         >>> rows = [Sample([7] * n, [1], [], "", False) for n in (3, 3, 10, 3)]
@@ -532,10 +542,17 @@ def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int = 0)
     """
     runs, start = [], 0
     while start < len(samples):
-        stop = start + 1
-        while stop < len(samples) and stop - start < max_rows and (
-                not max_tokens or pass_tokens(samples[start:stop + 1]) <= max_tokens):
-            stop += 1
+        first = samples[start]
+        common = len(first.prompt_ids) if shared_prefix else 0
+        stop, longest = start + 1, len(first.prompt_ids) + len(first.completion_ids)
+        while stop < len(samples) and stop - start < max_rows:
+            # the run's common prefix and longest row, kept as it grows (no re-reading of the whole run)
+            row = samples[stop]
+            grown_common = min(common, common_prefix_length([first.prompt_ids, row.prompt_ids])) if common else 0
+            grown_longest = max(longest, len(row.prompt_ids) + len(row.completion_ids))
+            if max_tokens and _pass_tokens(stop + 1 - start, grown_common, grown_longest) > max_tokens:
+                break
+            stop, common, longest = stop + 1, grown_common, grown_longest
         runs.append(range(start, stop))
         start = stop
     return runs

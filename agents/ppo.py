@@ -119,7 +119,8 @@ class PPO:
         rewards_per_turn = [t.reward for t in batch.turns]
         chunks = []
         with torch.no_grad():  # old values, GAE, returns
-            for part in micro_batches(samples, cfg.micro_batch_size, cfg.micro_batch_tokens):
+            # batch_tensors reads every row whole: count them whole
+            for part in micro_batches(samples, cfg.micro_batch_size, cfg.micro_batch_tokens, shared_prefix=False):
                 start, chunk = part.start, samples[part.start:part.stop]
                 tensors = self.policy.batch_tensors(chunk)
                 logprobs, hidden = self.policy.token_logprobs(tensors, return_hidden=True)
