@@ -74,11 +74,14 @@ def _drop_null_quantization(config_path: Path) -> None:
         partial.replace(config_path)
 
 
+def is_default_model(model: str | None) -> bool:
+    """Whether ``model`` names the default model (``None``, ``"default"``, its name or hub id)."""
+    return model in (None, "", "default", DEFAULT_MODEL, f"HuggingFaceTB/{DEFAULT_MODEL}")
+
+
 def resolve_model_path(model: str | None) -> str:
     """``None`` / ``"default"`` / the default name -> the converted local folder; else ``model`` as given."""
-    if model in (None, "", "default", DEFAULT_MODEL, f"HuggingFaceTB/{DEFAULT_MODEL}"):
-        return str(default_model_dir())
-    return model
+    return str(default_model_dir()) if is_default_model(model) else model
 
 
 def checkpoint_base(folder: str | Path) -> str | None:

@@ -35,6 +35,18 @@ def shared_data() -> Path:
     return folder if folder is not None else pytest.skip(message)
 
 
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory) -> str:
+    """The tiny random model (:mod:`rubricgym.testing.tiny`: the default tokenizer and chat template
+    on a 2-layer Llama, seed 0) as a transformers folder, built offline once per session. Tests of
+    plumbing pass it as ``PolicyConfig(model=...)`` or ``--model``; only tests that assert learning,
+    a real judge's behaviour or the shipped model file load the 135M model."""
+    require("transformers", "agents")
+    from rubricgym.testing.tiny import tiny_model_dir
+
+    return str(tiny_model_dir(tmp_path_factory.mktemp("tiny") / "tiny-llama"))
+
+
 def _free_port() -> int:
     from rubricgym.testing.loopback import free_port
 
@@ -120,3 +132,37 @@ def chromium() -> str:
     if found is None:
         raise pytest.skip.Exception("chromium is not installed (apt-get install chromium)")  # only where it is absent
     return found
+
+
+# Tests that use these fixtures belong to the slow tier whatever their own marks say: a real
+# llama.cpp server (compiled at install) or a real browser.
+SLOW_FIXTURES = frozenset({"llama_server", "_llama_process", "chromium"})
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_loads_no_real_model(request, monkeypatch):
+    """The tiers' rule, enforced: a test outside the slow tier that loads the 135M model's weights
+    (a policy or an in-process judge without a model of its own) fails and says what to do."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    import rubricgym.models as models
+
+    real, loaded = models.load_model_and_tokenizer, []
+
+    def guarded(model=None, *args, **kwargs):
+        if models.is_default_model(model):
+            loaded.append(model)
+            pytest.fail("this fast-tier test loads the 135M default model: give it the tiny model "
+                        "(the tiny_model_path fixture) or mark it slow", pytrace=True)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(models, "load_model_and_tokenizer", guarded)
+    yield
+    assert not loaded, "the 135M default model was loaded (and the failure swallowed by the code under test)"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

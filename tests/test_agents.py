@@ -19,6 +19,7 @@ from rubricgym.agents.policy import Policy, PolicyConfig, Sample  # noqa: E402
 from rubricgym.agents.ppo import PPO, gae, normalize_by_role  # noqa: E402
 from rubricgym.agents.rollout import RolloutBatch, Turn, collect_rollouts  # noqa: E402
 from rubricgym.agents.train import TrainConfig, Trainer  # noqa: E402
+from rubricgym.testing.tiny import TinyModelConfig, tiny_model as build_tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -31,12 +32,7 @@ def tokenizer():
 
 
 def tiny_model(tokenizer, seed=0):
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                                      tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
-                                      pad_token_id=tokenizer.pad_token_id)
-    return transformers.LlamaForCausalLM(config)
+    return build_tiny_model(tokenizer, TinyModelConfig(seed=seed))
 
 
 def tiny_policy(tokenizer, seed=0, **kw):
@@ -235,7 +231,9 @@ def test_a_token_budget_splits_passes_without_changing_the_update(tokenizer):
                                               learning_rate=1e-2), progress=False)
         runs[budget] = (history[0]["loss"], [p.detach().clone() for p in policy.trainable_parameters()])
     assert runs[60][0] == pytest.approx(runs[0][0], rel=1e-5)
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(runs[0][1], runs[60][1]))
+    # Adam's first step is lr * g / (|g| + eps): another summation order moves a near-zero gradient's
+    # weight by ~1e-5 (measured 1.1e-5 with transformers 5.10), a wrong split by up to 2 * lr = 0.02
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(runs[0][1], runs[60][1]))
 
     weights = {}
     for budget in (0, 40):
@@ -247,7 +245,7 @@ def test_a_token_budget_splits_passes_without_changing_the_update(tokenizer):
         assert (len(passes) > 1) == bool(budget)
         GRPO(policy, GRPOConfig(learning_rate=1e-2, micro_batch_tokens=budget)).update(batch)
         weights[budget] = [p.detach().clone() for p in policy.trainable_parameters()]
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(weights[0], weights[40]))
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(weights[0], weights[40]))
 
 
 def test_kl_is_zero_for_a_fresh_adapter(tokenizer):

@@ -15,15 +15,16 @@ from rubricgym.registration import held_out, scheme_of, training_kwargs
 
 BASE_IDS = ["Math-v0", "RagSupport-v0", "ToolUse-v0", "WordSort-v0", "FunctionCall-v0", "JudgeGroup-v0"]
 JUDGED_IDS = ["MathRuler-v0", "RagSupportRuler-v0", "ToolUseRuler-v0", "WordSortRuler-v0", "FunctionCallRuler-v0"]
-# small budgets keep CI fast; the closing note records the plain commands run as the issue writes them
+# small budgets and the tiny random model keep this plumbing in the fast tier (it checks that every id
+# trains and evaluates, not what it learns); the closing note records the plain commands run as the issue writes them
 SMALL = ["--group-size", "2", "--groups-per-step", "1", "--max-new-tokens", "12", "--report-to", "none",
          "--record-groups", "0"]
 
 
-def run_and_eval(env_id: str, tmp_path, *extra: str) -> list[dict]:
+def run_and_eval(env_id: str, tmp_path, model: str, *extra: str) -> list[dict]:
     out = tmp_path / "run"
     assert main(["train", "--env", env_id, "--steps", "1", "--eval-tasks", "4", "--output-dir", str(out),
-                 *SMALL, *extra]) == 0
+                 "--model", model, *SMALL, *extra]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "eval_accuracy" in r] == [0, 1]  # before and after, held out
     assert any("reward" in r for r in rows)
@@ -32,22 +33,19 @@ def run_and_eval(env_id: str, tmp_path, *extra: str) -> list[dict]:
     return rows
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("env_id", BASE_IDS)
-def test_train_and_eval_every_base_id(env_id, tmp_path, shared_data):
-    run_and_eval(env_id, tmp_path)
+def test_train_and_eval_every_base_id(env_id, tmp_path, shared_data, tiny_model_path):
+    run_and_eval(env_id, tmp_path, tiny_model_path)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("env_id", JUDGED_IDS)
-def test_train_and_eval_a_judged_variant_of_every_family(env_id, tmp_path, shared_data):
-    rows = run_and_eval(env_id, tmp_path, "--judge", "oracle:1.0")
+def test_train_and_eval_a_judged_variant_of_every_family(env_id, tmp_path, shared_data, tiny_model_path):
+    rows = run_and_eval(env_id, tmp_path, tiny_model_path, "--judge", "oracle:1.0")
     assert [r["judge_failed_groups"] for r in rows if "judge_failed_groups" in r] == [0.0]
 
 
-@pytest.mark.slow
-def test_ppo_on_a_judged_id(tmp_path):
-    run_and_eval("WordSortRuler-v0", tmp_path, "--algo", "ppo", "--judge", "oracle:1.0")
+def test_ppo_on_a_judged_id(tmp_path, tiny_model_path):
+    run_and_eval("WordSortRuler-v0", tmp_path, tiny_model_path, "--algo", "ppo", "--judge", "oracle:1.0")
 
 
 def test_family_knobs_are_checked_before_the_model_loads(capsys):

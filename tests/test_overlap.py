@@ -7,18 +7,22 @@ from conftest import require
 
 from judges import reply_scores, scripted_judge
 
-pytestmark = pytest.mark.slow
 require("peft", "agents")
 
 
-def _trainer(tmp_path, judge, **kw):
+@pytest.fixture
+def trainer_of(tiny_model_path):
+    return lambda tmp_path, judge, **kw: _trainer(tmp_path, judge, tiny_model_path, **kw)
+
+
+def _trainer(tmp_path, judge, model, **kw):
     from rubricgym.agents.policy import PolicyConfig
     from rubricgym.agents.train import TrainConfig, Trainer
 
     config = TrainConfig(env="MathRuler-v0", env_kwargs={"levels": (1,), "judge": judge, "combine": "replace"},
                          steps=2, group_size=2, groups_per_step=3, eval_tasks=0, checkpoint_every=0, record_groups=0,
                          report_to=(), show_completions=0, output_dir=str(tmp_path), seed=1,
-                         policy=PolicyConfig(max_new_tokens=8, cpu_threads="fixed"), **kw)
+                         policy=PolicyConfig(model=model, max_new_tokens=8, cpu_threads="fixed"), **kw)
     return Trainer(config)
 
 
@@ -35,7 +39,7 @@ def _timed(trainer, log):
     trainer.policy._generate = timed_generate
 
 
-def test_waves_overlap_judging_with_generation_and_score_the_same(tmp_path):
+def test_waves_overlap_judging_with_generation_and_score_the_same(tmp_path, trainer_of):
     results = {}
     for overlap in (False, True):
         log = []
@@ -46,7 +50,7 @@ def test_waves_overlap_judging_with_generation_and_score_the_same(tmp_path):
 
         judge, backend = scripted_judge(script)
         backend.delay_s = 1.0
-        trainer = _trainer(tmp_path / str(overlap), judge, rollout_waves=3, overlap_judging=overlap)
+        trainer = trainer_of(tmp_path / str(overlap), judge, rollout_waves=3, overlap_judging=overlap)
         _timed(trainer, log)
         batch = trainer._rollouts()
         # the scripted backend waits its delay, then asks the script: a call spans the second before it
@@ -67,16 +71,16 @@ def test_waves_overlap_judging_with_generation_and_score_the_same(tmp_path):
     assert results[True][2][1] >= 1 and results[True][2][2] < 3
 
 
-def test_waves_play_the_tasks_of_one_env(tmp_path):
+def test_waves_play_the_tasks_of_one_env(tmp_path, trainer_of):
     judge, _ = scripted_judge()
-    waves = _trainer(tmp_path / "w", judge, rollout_waves=3)
-    single = _trainer(tmp_path / "s", judge)
+    waves = trainer_of(tmp_path / "w", judge, rollout_waves=3)
+    single = trainer_of(tmp_path / "s", judge)
     assert sorted({g.task_id for g in waves._rollouts().groups}) == sorted({g.task_id for g in single._rollouts().groups})
 
 
-def test_off_policy_rollouts_are_one_update_stale_and_logged(tmp_path):
+def test_off_policy_rollouts_are_one_update_stale_and_logged(tmp_path, trainer_of):
     judge, _ = scripted_judge(lambda messages, i: reply_scores(messages, scorer=lambda body: (len(body) % 7) / 7))
-    trainer = _trainer(tmp_path, judge, off_policy=True)
+    trainer = trainer_of(tmp_path, judge, off_policy=True)
     trainer.config.steps = 3
     stats = [trainer.train_step() for _ in range(3)]
     assert all(s["trained_completions"] > 0 for s in stats)  # scores vary: every step updates

@@ -166,6 +166,7 @@ def _scripted_judge(reply=None):
     return LLM(FaultyJudge(modes=(reply or "ok",)), LLMConfig(cache_dir=None, max_retries=0, timeout_s=5))
 
 
+@pytest.mark.filterwarnings("ignore:RULER judge failed:UserWarning")  # the faulty judge's fallback is what is tested; its warning is test_ruler's
 def test_absurd_numbers_in_judge_verifier_and_rubric_replies_fail_their_group():
     from rubricgym.judges.rlcer import parse_rubric
     from rubricgym.llm import extract_json
@@ -456,7 +457,7 @@ def test_the_fuzzer_draws_the_classes_it_missed():
 
     rng = random.Random(0)
     texts, dicts = [], []
-    for _ in range(3000):
+    for _ in range(400):  # seed 0 draws every class below by draw 135 (3000 draws took 100 s for nothing more)
         action = hostile_action(rng)
         (dicts if isinstance(action, dict) else texts).append(action)
     flat = [a for a in texts if isinstance(a, str)]

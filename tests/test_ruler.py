@@ -78,7 +78,8 @@ def test_failing_judge_falls_back_and_keeps_every_trajectory():
         Trajectory(messages=traj(0.5, str(i)), reward=float(i % 2), reward_components={"outcome": float(i % 2)},
                    episode=EpisodeResult(task_id="t", specification="s", task="q", reward=float(i % 2)))
         for i in range(4)])
-    asyncio.run(rescore_group(group, RulerScorer(judge, combine="replace")))
+    with pytest.warns(UserWarning, match="RULER judge failed, the env reward is kept.*server down"):
+        asyncio.run(rescore_group(group, RulerScorer(judge, combine="replace")))
     assert len(group.trajectories) == 4 and group.metadata["ruler_failed"]
     assert "ConnectionError" in group.metadata["ruler_error"]
     assert [t.reward for t in group.trajectories] == [0.0, 1.0, 0.0, 1.0]  # env reward kept
@@ -201,7 +202,8 @@ def test_math_ruler_group_env_fallback_keeps_env_reward():
     judge, _ = scripted_judge(lambda m, i: RuntimeError("judge down"), max_retries=0)
     envs = gym.make_vec("MathRuler-v0", num_envs=2, group_size=2, judge=judge, combine="replace")
     _, info = envs.reset(seed=0)
-    _, rewards, _, _, info = envs.step([f"\\boxed{{{gold(info['task_id'])[0]}}}", "\\boxed{-1}"])
+    with pytest.warns(UserWarning, match="RULER judge failed.*judge down"):
+        _, rewards, _, _, info = envs.step([f"\\boxed{{{gold(info['task_id'])[0]}}}", "\\boxed{-1}"])
     assert list(rewards) == [1.0, -1.0] and info["ruler_failed"].all()
     assert np.isnan(info["ruler_score"]).all() and "ruler" not in info["reward_components"]
     assert list(info["reward_components"]["outcome"]) == [1.0, -1.0]

@@ -241,10 +241,10 @@ def test_served_variant_plays_a_runs_episodes_on_its_servers_and_refuses_the_wro
         served_variant("Math-v0", {}, first, timeout_s=2)
 
 
-@pytest.mark.slow
-def test_our_trainer_and_trls_rollout_play_on_two_servers(tmp_path):
+def test_our_trainer_and_trls_rollout_play_on_two_servers(tmp_path, tiny_model_path):
     """`--env-servers`: our GRPO step and TRL's GRPOTrainer (EnvRollout) play every group on the
-    servers, members spread over both, RULER (oracle) scoring each group whole here."""
+    servers, members spread over both, RULER (oracle) scoring each group whole here (the tiny
+    model plays: this checks where episodes run, not what they learn)."""
     trl = require("trl", "trl")
     from peft import LoraConfig
 
@@ -256,7 +256,7 @@ def test_our_trainer_and_trls_rollout_play_on_two_servers(tmp_path):
     with serve_in_thread(make_app("Math-v0", levels=(1,))) as first, serve_in_thread(make_app("Math-v0", levels=(1,))) as second:
         config = TrainConfig(env="MathRuler-v0", env_kwargs={"judge": "oracle:1.0"}, env_servers=f"{first},{second}", steps=1,
                              group_size=2, groups_per_step=2, eval_tasks=2, output_dir=str(tmp_path / "ours"), report_to=("none",))
-        config.policy.max_new_tokens = 8
+        config.policy.max_new_tokens, config.policy.model = 8, tiny_model_path
         trainer = Trainer(config)
         assert [env.unwrapped.url for env in trainer.envs.unwrapped.envs] == [first, second, first, second]
         stats = trainer.train_step()
@@ -265,12 +265,12 @@ def test_our_trainer_and_trls_rollout_play_on_two_servers(tmp_path):
         trainer.envs.close()
         assert main(["train", "--env", "Math-v0", "--env-servers", first, "--steps", "1", "--group-size", "2",
                      "--groups-per-step", "1", "--eval-tasks", "2", "--max-new-tokens", "8",
-                     "--output-dir", str(tmp_path / "cli")]) == 0
+                     "--model", tiny_model_path, "--output-dir", str(tmp_path / "cli")]) == 0
 
         rollout = EnvRollout(config=EnvRolloutConfig(env_id="MathRuler-v0", env_kwargs={"levels": (1,), "judge": "oracle:1.0"},
                                                      env_servers=f"{first},{second}"))
         assert rollout.rollout_env == ("OpenEnvRuler-v0", {"url": f"{first},{second}", "judge": "oracle:1.0"})
-        model, tokenizer = load_model_and_tokenizer(None)
+        model, tokenizer = load_model_and_tokenizer(tiny_model_path)
         args = trl.GRPOConfig(output_dir=str(tmp_path / "trl"), per_device_train_batch_size=4, num_generations=2,
                               max_completion_length=16, max_steps=2, learning_rate=1e-4, logging_steps=1, report_to="none",
                               use_cpu=True, bf16=False, save_strategy="no", seed=0)

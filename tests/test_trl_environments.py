@@ -101,7 +101,7 @@ def test_a_judged_id_is_scored_by_groups():
     assert len(backend.requests) == 1 and reward.groups_scored == 1  # one call for the group, others not its own
 
 
-def train_two_steps(tmp_path, factories: dict, rows: dict):
+def train_two_steps(tmp_path, factories: dict, rows: dict, model: str):
     """A real GRPOTrainer, 2 steps, a dict environment_factory (one prompt of each environment a step)."""
     import trl
     from datasets import concatenate_datasets
@@ -110,7 +110,7 @@ def train_two_steps(tmp_path, factories: dict, rows: dict):
     from rubricgym.models import load_model_and_tokenizer
 
     dataset = concatenate_datasets([rows[name].add_column("environment", [name]) for name in factories])
-    model, tokenizer = load_model_and_tokenizer(None)
+    model, tokenizer = load_model_and_tokenizer(model)
     args = trl.GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=2 * len(factories), num_generations=2,
                           max_completion_length=12, max_steps=2, learning_rate=1e-4, logging_steps=1, report_to="none",
                           use_cpu=True, bf16=False, save_strategy="no", seed=0, max_tool_calling_iterations=1)
@@ -126,12 +126,13 @@ def train_two_steps(tmp_path, factories: dict, rows: dict):
     return steps, pools
 
 
-@pytest.mark.slow
-def test_grpo_trainer_with_environment_factory_in_process_and_served(tmp_path):
+@pytest.mark.slow  # two `rubricgym serve` processes and TRL's generation over the shop's 1,600-token prompts: ~80 s
+def test_grpo_trainer_with_environment_factory_in_process_and_served(tmp_path, tiny_model_path):
     """Math + calculator in-process and through `rubricgym serve` in one trainer; the shop (ToolUse,
     nine tools) through `rubricgym serve` in another (its 1,600-token prompt would pad every math
     prompt of a shared batch to its length). The shop in-process is the same class on a local env
-    (the tests above play its tools); the closing note of #24 records its own 2-step run."""
+    (the tests above play its tools); the closing note of #24 records its own 2-step run. The tiny
+    model plays (the default tokenizer and template): this is plumbing, not learning."""
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     serve = [sys.executable, "-m", "rubricgym", "serve"]
@@ -140,11 +141,12 @@ def test_grpo_trainer_with_environment_factory_in_process_and_served(tmp_path):
             server_process([*serve, "ToolUse-v0", "--port", str(ports[1])], urls[1] + "/health"):
         steps, pools = train_two_steps(
             tmp_path / "math", {"math": environment_class("Math-v0", **MATH), "math_served": environment_class("Math-v0", url=urls[0], **MATH)},
-            {"math": environment_dataset("Math-v0", 1, **MATH), "math_served": environment_dataset("Math-v0", 1, seed=1, **MATH)})
+            {"math": environment_dataset("Math-v0", 1, **MATH), "math_served": environment_dataset("Math-v0", 1, seed=1, **MATH)},
+            tiny_model_path)
         assert all("rewards/MathTools/mean" in row for row in steps)  # get_reward of every rollout reached TRL
         assert pools["math_served"][0]._env.unwrapped.url == urls[0]
         steps, pools = train_two_steps(tmp_path / "shop", {"shop_served": environment_class("ToolUse-v0", url=urls[1])},
-                                       {"shop_served": environment_dataset("ToolUse-v0", 1)})
+                                       {"shop_served": environment_dataset("ToolUse-v0", 1)}, tiny_model_path)
         assert all("rewards/ToolUseTools/mean" in row for row in steps)
         served = pools["shop_served"][0]
         assert served._env.unwrapped.url == urls[1] and served.trajectory[0]["role"] == "system"

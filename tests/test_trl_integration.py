@@ -1,5 +1,7 @@
 """TRL's real GRPOTrainer trains through rubricgym envs (rollout_func): judged groups whole,
-multi-turn tool episodes with env tokens masked, reward components logged."""
+multi-turn tool episodes with env tokens masked, reward components logged. Plumbing: the policy is
+the tiny random model (the default tokenizer and chat template) and the judge a scripted one; the
+learning test with the real model is benchmarks/trl_learning.py, the real judge's is test_judge_eval."""
 
 import math
 import os
@@ -9,14 +11,12 @@ from conftest import require
 
 trl = require("trl", "trl")
 require("peft", "agents")
-pytestmark = pytest.mark.slow
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-from judges import trajectory_blocks  # noqa: E402
+from judges import reply_scores, scripted_judge, trajectory_blocks  # noqa: E402
 
 from rubricgym.integrations.trl import EnvRollout, env_reward, groups_of  # noqa: E402
-from rubricgym.llm import LLM, LLMConfig, make_llm  # noqa: E402
 
 
 def grpo_args(tmp_path, **overrides):
@@ -26,12 +26,12 @@ def grpo_args(tmp_path, **overrides):
     return trl.GRPOConfig(**{**settings, **overrides})
 
 
-def train(rollout, tmp_path, dataset, **overrides):
+def train(rollout, tmp_path, dataset, model, **overrides):
     from peft import LoraConfig
 
     from rubricgym.models import load_model_and_tokenizer
 
-    model, tokenizer = load_model_and_tokenizer(None)
+    model, tokenizer = load_model_and_tokenizer(model)
     trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=env_reward, train_dataset=dataset,
                               rollout_func=rollout, args=grpo_args(tmp_path, **overrides),
                               peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
@@ -39,26 +39,11 @@ def train(rollout, tmp_path, dataset, **overrides):
     return trainer, [row for row in trainer.state.log_history if "loss" in row]
 
 
-class RecordingBackend:
-    """The real in-process judge, with every request it got kept for the test to read."""
-
-    def __init__(self):
-        self.inner = make_llm("local").backend
-        self.name = self.inner.name
-        self.default_timeout_s = self.inner.default_timeout_s
-        self.requests = []
-
-    async def complete(self, messages, response_format, timeout_s, **params):
-        self.requests.append(messages)
-        return await self.inner.complete(messages, response_format, timeout_s, **params)
-
-
-def test_grpo_trainer_on_math_ruler_judges_every_group_whole(tmp_path):
-    backend = RecordingBackend()
-    # every call seen; scores only and a short reply budget, as the bench asks the in-process judge (CI time)
-    rollout = EnvRollout("MathRuler-v0", levels=(1,), judge=LLM(backend, LLMConfig(cache_dir=None)),
-                         explanation_max_chars=0, max_tokens=128)
-    trainer, steps = train(rollout, tmp_path, rollout.dataset(16))
+def test_grpo_trainer_on_math_ruler_judges_every_group_whole(tmp_path, tiny_model_path):
+    # every call seen; its scores vary with the reply, so groups train
+    judge, backend = scripted_judge(lambda messages, i: reply_scores(messages, scorer=lambda body: (len(body) % 7) / 7))
+    rollout = EnvRollout("MathRuler-v0", levels=(1,), judge=judge, explanation_max_chars=0, max_tokens=128)
+    trainer, steps = train(rollout, tmp_path, rollout.dataset(16), tiny_model_path)
     assert len(steps) == 2 and all(math.isfinite(row["loss"]) and math.isfinite(row["grad_norm"]) for row in steps)
     assert rollout.groups_played == 4 and rollout.group_sizes == [2] * 4  # 2 steps x 4 completions / 2 per group
     first_tries = [r for r in backend.requests if not any(m["role"] == "assistant" for m in r)]
@@ -103,9 +88,9 @@ class ScriptedFirstTurn(EnvRollout):
         return output
 
 
-def test_grpo_trainer_on_tool_use_masks_exactly_the_env_tokens(tmp_path):
+def test_grpo_trainer_on_tool_use_masks_exactly_the_env_tokens(tmp_path, tiny_model_path):
     rollout = ScriptedFirstTurn("ToolUse-v0", max_turns=2)
-    trainer, steps = train(rollout, tmp_path, rollout.dataset(8))
+    trainer, steps = train(rollout, tmp_path, rollout.dataset(8), tiny_model_path)
     assert len(steps) == 2 and all(math.isfinite(row["loss"]) for row in steps)
     tokenizer = trainer.processing_class
     env_turns = 0

@@ -24,12 +24,11 @@ def tiny_run(tmp_path, env="MathRuler-v0", **env_kwargs):
     from rubricgym.agents.policy import Policy, PolicyConfig
     from rubricgym.agents.train import TrainConfig, Trainer
     from rubricgym.models import default_model_dir
+    from rubricgym.testing.tiny import tiny_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(default_model_dir())
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id))
+    model = tiny_model(tokenizer)
     policy = Policy(PolicyConfig(device="cpu", max_new_tokens=6, lora_r=4), model=model, tokenizer=tokenizer)
     config = TrainConfig(env=env, env_kwargs={"levels": (1,), **env_kwargs}, steps=2, group_size=2, groups_per_step=2,
                          eval_tasks=2, output_dir=str(tmp_path / "run"), checkpoint_every=0, record_groups=-1,

@@ -1,6 +1,6 @@
 """A vLLM-API double for the rollout-server tests: the completions endpoint with prompt token ids
 in and sampled token ids + log-probs out, and runtime LoRA loading, answered by a real
-in-process policy (the default model) that loads each adapter the trainer posts. llama.cpp has
+in-process policy (the tests give it the tiny model) that loads each adapter the trainer posts. llama.cpp has
 neither token ids nor a LoRA endpoint; this double has both and samples for real."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from rubricgym.testing.loopback import LoopbackServer, Reply
 
 
 class VLLMDouble:
-    def __init__(self, fail_first: int = 0, lora_r: int = 16):
+    def __init__(self, fail_first: int = 0, lora_r: int = 16, model: str | None = None):
         from rubricgym.agents.policy import Policy, PolicyConfig
 
-        self.policy = Policy(PolicyConfig(lora_r=lora_r, cpu_threads="fixed"))
+        self.policy = Policy(PolicyConfig(model=model, lora_r=lora_r, cpu_threads="fixed"))
         self.lock = threading.Lock()
         self.fail_first = fail_first
         self.completion_calls = 0

@@ -410,7 +410,8 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
                     ax.plot(range(1, len(values[metric]) + 1), values[metric], marker="o", label=key.split(":", 1)[1])
             ax.set_title(f"{suite}: {label}", fontsize=10)
             ax.set_xlabel("step")
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:  # every row reused without curves: nothing to name
+                ax.legend(fontsize=8)
         ax = axes[2][column]
         suite_rows = [r for r in rows if r["suite"] == suite]
         if suite_rows:
