@@ -8,9 +8,6 @@ recorded while sampling then equal the ones recomputed for training (fp32 CPU, w
 
 from __future__ import annotations
 
-import contextlib
-import time
-import types
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -63,11 +60,12 @@ class PolicyConfig:
     prompt once (benchmarks/kv_reuse.py). Entries are dropped when their episode ends; the
     samples are the same with or without it. 0: read every prompt in full."""
     cpu_threads: str = "auto"
-    """Torch threads for generation on CPU: ``"auto"`` times torch's default against one thread
-    now and then and keeps the faster (benchmarks/cpu_contention.py: beside one busy process the
-    default threads were 3.5x slower, auto 1.4x; alone auto matched the default, one thread was
-    1.3x slower); ``"fixed"`` leaves torch's default (bit-identical reruns: thread counts change
-    sampling log-probs by about 1e-5); or a number."""
+    """Torch threads on CPU, for generation and the update alike, fixed when the policy is built
+    (:func:`cpu_threads_for`): ``"auto"`` = ``$RUBRICGYM_CPU_THREADS`` or the cores this process
+    may use (at most 8), the same on every rerun on one machine, loaded or not; ``"fixed"`` leaves
+    torch's default; or a number. A thread count changes sampling log-probs by about 1e-5 and so,
+    in time, the samples: it never changes during a run. (Until this wave ``auto`` switched counts
+    by measured speed, which made results depend on the machine's load.)"""
 
 
 @dataclass
@@ -83,56 +81,39 @@ class Sample:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-class ThreadTuner:
-    """Picks torch's thread count for generation by measuring it, because the best one depends on
-    what else runs on the machine: spinning OpenMP threads collapse when another process takes a
-    core, one thread does not, but one thread is slower on an idle machine. With ``"auto"`` every
-    ``explore_every``-th call runs with the other count, and each count keeps a moving average of
-    its tokens per second; the faster one is used. A number fixes the count; ``"fixed"`` leaves
-    torch alone (GPUs).
+MAX_AUTO_THREADS = 8
+"""``cpu_threads="auto"`` uses at most this many threads (more rarely pays for a small model)."""
+
+
+def cpu_threads_for(setting: str | int) -> int | None:
+    """The torch thread count a run uses, fixed when its policy is built and never changed after:
+    a thread count changes float summation order, so log-probs (by ~1e-5), sampled tokens and the
+    saved weights. ``"auto"``: ``$RUBRICGYM_CPU_THREADS`` when set (a fan-out worker's share), else
+    the cores this process may run on (``os.sched_getaffinity``), at most :data:`MAX_AUTO_THREADS`
+    - a property of the machine, not of its load, so a rerun beside busy processes gets the same
+    count and the same numbers (only slower). ``"fixed"``: torch's own default (None: left
+    alone); a number: that many.
 
     Examples:
-        >>> tuner = ThreadTuner("fixed")
-        >>> with tuner.choose() as timer:
-        ...     timer.tokens = 10
+        >>> cpu_threads_for("3"), cpu_threads_for("fixed")
+        (3, None)
+        >>> cpu_threads_for("auto") == cpu_threads_for("auto")  # the same on every rerun
+        True
     """
+    import os
 
-    def __init__(self, setting: str | int = "auto", explore_every: int = 6):
-        self.setting, self.explore_every, self.calls = str(setting), explore_every, 0
-        self.default = torch.get_num_threads()
-        self.candidates = sorted({self.default, 1}, reverse=True)
-        self.speed: dict[int, float] = {}
-        if self.setting not in ("auto", "fixed"):
-            torch.set_num_threads(int(self.setting))
-
-    def _pick(self) -> int | None:
-        if self.setting != "auto" or len(self.candidates) == 1:
-            return None
-        untried = [n for n in self.candidates if n not in self.speed]
-        if untried:
-            return untried[0]
-        best = max(self.speed, key=self.speed.get)
-        if self.calls % self.explore_every == 0:
-            return next(n for n in self.candidates if n != best)  # look again: the machine's load changes
-        return best
-
-    @contextlib.contextmanager
-    def choose(self):
-        threads = self._pick()
-        self.calls += 1
-        previous = torch.get_num_threads()
-        if threads is not None:
-            torch.set_num_threads(threads)
-        timer = types.SimpleNamespace(tokens=0)
-        start = time.perf_counter()
-        try:
-            yield timer
-        finally:
-            if threads is not None:
-                rate = timer.tokens / max(time.perf_counter() - start, 1e-6)
-                old = self.speed.get(threads)
-                self.speed[threads] = rate if old is None else 0.5 * old + 0.5 * rate
-                torch.set_num_threads(previous)
+    setting = str(setting)
+    if setting == "fixed":
+        return None
+    if setting != "auto":
+        count = int(setting)
+        if count < 1:
+            raise ValueError(f"cpu_threads must be 'auto', 'fixed' or a positive number, got {setting!r}")
+        return count
+    if os.environ.get("RUBRICGYM_CPU_THREADS"):
+        return cpu_threads_for(os.environ["RUBRICGYM_CPU_THREADS"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, MAX_AUTO_THREADS))
 
 
 @dataclass
@@ -270,7 +251,10 @@ class Policy:
         in another thread: a sample never mixes two versions)."""
 
     def _set_generation(self, tokenizer: Any) -> None:
-        self.threads = ThreadTuner(self.config.cpu_threads if self.device.type == "cpu" else "fixed")
+        self.cpu_threads = cpu_threads_for(self.config.cpu_threads) if self.device.type == "cpu" else None
+        """The torch thread count of this run (None: torch's default), set once here."""
+        if self.cpu_threads is not None:
+            torch.set_num_threads(self.cpu_threads)
         self.stop_ids = stop_token_ids(tokenizer)
         mb = self.config.kv_cache_mb
         self.prefix_cache = PrefixCache(max_bytes=mb << 20) if mb > 0 else None
@@ -343,13 +327,10 @@ class Policy:
 
     def _generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float, greedy: bool,
                   seeds: Sequence[int] | None = None) -> list[Sample]:
-        with self.threads.choose() as timer:
-            generated = generate_with_logprobs(self.model, self.tokenizer, prompts, max_new_tokens, temperature,
-                                               self.config.top_p, greedy, self.stop_ids, seeds=seeds,
-                                               prefix_cache=self.prefix_cache,
-                                               stamp=self.weights_stamp() if self.prefix_cache is not None else None)
-            # the batch's generated positions (rows stopped early still occupy them), as the thread tuner measures
-            timer.tokens = len(prompts) * max((len(g.completion_ids) for g in generated), default=0)
+        generated = generate_with_logprobs(self.model, self.tokenizer, prompts, max_new_tokens, temperature,
+                                           self.config.top_p, greedy, self.stop_ids, seeds=seeds,
+                                           prefix_cache=self.prefix_cache,
+                                           stamp=self.weights_stamp() if self.prefix_cache is not None else None)
         return [Sample(prompt, g.completion_ids, g.logprobs, g.text, truncated=not g.finished)
                 for prompt, g in zip(prompts, generated)]
 

@@ -3,7 +3,7 @@ wait policy, each alone and beside one competing CPU-bound process.
 
 Each setting runs in a fresh process (the wait policy must be set before torch is imported):
 the default model samples 8 prompts x 32 tokens greedily, five times after three warm-up calls
-(in which ``auto`` measures both thread counts), and the median is reported. The competitor is a plain busy loop.
+(``auto`` is now a count fixed at the start: the cores this process may use), and the median is reported. The competitor is a plain busy loop.
 
     python benchmarks/cpu_contention.py
 

@@ -1,10 +1,11 @@
-"""Run a function under a hard wall-time limit in a reusable worker process.
+"""Run a function under a hard wall-time limit (and, where results depend on it, a CPU-time budget)
+in a reusable worker process.
 
 Python cannot interrupt a thread stuck in a long computation, and ``signal.alarm`` (what
 math-verify uses) works only on the main thread. A worker process can always be killed, so
 checks that may hang run here when the caller is not on the main thread.
 
-The worker is a plain ``python -m rubricgym.timeouts`` subprocess talking over a socket pair,
+The worker is a plain ``python -c`` subprocess talking over a socket pair,
 not a ``multiprocessing`` child: ``spawn`` re-imports the caller's ``__main__``, which re-runs a
 user's script that lacks an ``if __name__ == "__main__"`` guard. It is started once and reused;
 its start-up (and an optional ``prepare`` step, such as importing math-verify) has its own
@@ -30,6 +31,37 @@ class WorkerTimeout(TimeoutError):
     """The function did not finish within its time limit (the worker was killed)."""
 
 
+class CPUTimeExceeded(TimeoutError):
+    """The function used up its CPU-time budget (the worker lives on). Unlike a wall-clock limit,
+    this does not depend on what else the machine runs: the same check gets the same outcome idle
+    or loaded."""
+
+
+class _BudgetSignal(BaseException):
+    # a BaseException, so that library code's `except Exception` cannot swallow the interruption
+    pass
+
+
+def _on_budget(signum: int, frame: Any) -> None:
+    raise _BudgetSignal
+
+
+def _cpu_budgeted(fn: Callable[..., Any], args: tuple[Any, ...], cpu_s: float) -> Any:
+    """Worker side: ``fn(*args)`` with at most ``cpu_s`` seconds of this process's CPU time
+    (``ITIMER_PROF``: user + system time; the worker is single-threaded, so it is the call's own)."""
+    import signal
+
+    previous = signal.signal(signal.SIGPROF, _on_budget)
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    try:
+        return fn(*args)
+    except _BudgetSignal:
+        raise CPUTimeExceeded(f"{getattr(fn, '__name__', fn)} used its {cpu_s:g} s of CPU time") from None
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
 def _serve(conn: Any) -> None:
     while True:
         try:
@@ -40,6 +72,9 @@ def _serve(conn: Any) -> None:
             conn.send((True, fn(*args)))
         except Exception as err:  # the caller re-raises it
             conn.send((False, err))
+
+
+WORKER_MAIN = "import sys; from multiprocessing.connection import Connection; from rubricgym.timeouts import _serve; _serve(Connection(int(sys.argv[1])))"
 
 
 def _ready() -> bool:
@@ -64,7 +99,8 @@ class TimeLimitedWorker:
 
     def _start(self) -> None:
         parent, child = socket.socketpair()
-        self._process = subprocess.Popen([sys.executable, "-m", "rubricgym.timeouts", str(child.fileno())],
+        # `-c`, not `-m rubricgym.timeouts`: runpy warns when the package already imported the module
+        self._process = subprocess.Popen([sys.executable, "-c", WORKER_MAIN, str(child.fileno())],
                                          pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL)
         child.close()
         self._conn = Connection(parent.detach())
@@ -83,9 +119,13 @@ class TimeLimitedWorker:
             raise WorkerTimeout(f"{what}: the worker process died") from None
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float,
-             prepare: Callable[[], Any] | None = None) -> Any:
-        """``fn(*args)`` in the worker within ``timeout`` seconds; ``prepare()`` runs first, once
-        per worker, under the start-up limit (put slow imports there)."""
+             prepare: Callable[[], Any] | None = None, cpu_s: float | None = None) -> Any:
+        """``fn(*args)`` in the worker within ``timeout`` seconds of wall time (else
+        :class:`WorkerTimeout`, the worker killed) and, with ``cpu_s``, within that much CPU time
+        (else :class:`CPUTimeExceeded`: the load-independent limit, for results that depend on it);
+        ``prepare()`` runs first, once per worker, under the start-up limit (put slow imports there)."""
+        if cpu_s is not None:
+            fn, args = _cpu_budgeted, (fn, args, cpu_s)
         with self._lock:  # one worker, one request at a time
             if self._process is None or self._process.poll() is not None:
                 self._kill()

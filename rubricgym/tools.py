@@ -14,9 +14,9 @@ A malformed call never raises: :func:`parse_action` returns the problems in
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import time
-import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Sequence
@@ -157,11 +157,13 @@ def nesting_depth(value: Any, limit: int) -> int:
 
 @dataclass
 class ToolCall:
-    """One parsed call: ``name`` and decoded ``arguments``."""
+    """One parsed call: ``name`` and decoded ``arguments``. A call written without an id gets one
+    from its content and its place in the reply (:func:`content_call_id`), never from a random
+    source: the same actions give the same transcript, byte for byte, on every run."""
 
     name: str
     arguments: dict[str, Any]
-    id: str = field(default_factory=lambda: "call_" + uuid.uuid4().hex[:8])
+    id: str = ""
 
     def to_openai(self) -> dict[str, Any]:
         return {
@@ -192,6 +194,29 @@ class ParsedAction:
         if self.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         return message
+
+
+def content_call_id(call: ToolCall, position: int) -> str:
+    """``call_`` + 8 hex digits of a hash of the call's place in its reply, name and arguments.
+
+    Examples:
+        >>> content_call_id(ToolCall("calculator", {"expression": "6*7"}), 0)
+        'call_64c209de'
+    """
+    body = json.dumps([position, call.name, call.arguments], sort_keys=True, ensure_ascii=False, default=str)
+    return "call_" + hashlib.blake2b(body.encode(), digest_size=4).hexdigest()
+
+
+def _name_calls(parsed: ParsedAction) -> ParsedAction:
+    """Give every call without an id its content id (made unique within the reply)."""
+    seen: set[str] = set()
+    for position, call in enumerate(parsed.tool_calls):
+        if not call.id:
+            call.id = content_call_id(call, position)
+        while call.id in seen:  # an agent-written id repeated: keep the calls apart
+            call.id = content_call_id(call, position) + f"_{position}"
+        seen.add(call.id)
+    return parsed
 
 
 def _decode_call(raw: Any, where: str) -> ToolCall | str:
@@ -252,9 +277,10 @@ def parse_action(action: Any, max_chars: int = 1_000_000, max_calls: int = MAX_T
         for index, raw in enumerate(raw_calls[:max_calls], start=1):
             decoded = _decode_call(raw, f"tool_calls[{index - 1}]")
             (parsed.tool_calls if isinstance(decoded, ToolCall) else parsed.errors).append(decoded)
-        return _cap_calls(parsed, len(parsed.tool_calls) + len(parsed.errors) + max(0, len(raw_calls) - max_calls), max_calls)
+        return _name_calls(_cap_calls(parsed, len(parsed.tool_calls) + len(parsed.errors) + max(0, len(raw_calls) - max_calls),
+                                      max_calls))
     if isinstance(action, str):
-        return _parse_text(action, max_chars, max_calls)
+        return _name_calls(_parse_text(action, max_chars, max_calls))
     return ParsedAction(
         "",
         invalid=f"an action must be a reply string or an assistant message dict, got {type(action).__name__}",

@@ -155,18 +155,18 @@ def test_grading_off_the_main_thread_is_right_and_caches_only_verdicts(monkeypat
     worker = grader.shared_worker()
     real_call, calls = worker.call, []
 
-    def flaky(fn, args, timeout, prepare=None):  # the first check times out (a loaded machine)
+    def flaky(fn, args, timeout, prepare=None, cpu_s=None):  # the first check times out (a loaded machine)
         calls.append(args)
         if len(calls) == 1:
             raise WorkerTimeout("slow")
-        return real_call(fn, args, timeout, prepare)
+        return real_call(fn, args, timeout, prepare, cpu_s)
 
     monkeypatch.setattr(worker, "call", flaky)
     for _ in range(2):
         thread = threading.Thread(target=lambda: results.append(grader.answers_match("9", "\\sqrt{81}", 30.0)))
         thread.start()
         thread.join()
-    assert results[1:] == [False, True] and len(calls) == 2  # the timeout was not cached
+    assert results[1:] == [False, True] and len(calls) == 2  # the timeout was not cached (undecided, then decided)
 
 
 def test_the_grading_worker_does_not_rerun_an_unguarded_script(tmp_path):
@@ -193,6 +193,7 @@ def test_steps_before_reset_and_after_the_end():
         assert terminated and reward == 0.0 and info["episode_ended"]
 
 
+@pytest.mark.filterwarnings("ignore:RULER judge failed:UserWarning")  # the faulty judge's fallback is what is tested; its warning is test_ruler's
 def test_every_judge_fault_keeps_every_trajectory():
     import numpy as np
 

@@ -145,6 +145,41 @@ def test_equivalence_off_the_main_thread_is_bounded():
     assert results["seconds"] < 15
 
 
+def test_a_check_past_its_budget_is_undecided_not_wrong():
+    """The undecided path: math-verify works on a power tower until its CPU budget runs out. The
+    verdict is None, and the env scores it with the neutral reward, says so, and counts it neither
+    solved nor wrong; an ordinary answer in the same env is decided as before."""
+    from rubricgym.envs.math import answer_verdict
+
+    tower = "9^{9^{9^{9^{9}}}} + y"
+    assert answer_verdict("7", tower, 1.0) is None and answers_match("7", tower, 1.0) is False
+    env = gym.make("Math-v0", levels=(1,), verify_timeout_s=1.0)
+    _, info = env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(f"\\boxed{{{tower}}}")
+    assert terminated and reward == 0.0 and info["reward_components"]["outcome"] == 0.0
+    assert info["grading"] == "undecided" and info["correct"] is False
+    _, info = env.reset(seed=0)
+    _, reward, _, _, info = env.step(f"\\boxed{{{gold(info['task_id'])}}}")
+    assert reward == 1.0 and info["grading"] == "decided" and info["correct"] is True
+
+
+def test_the_cpu_budget_counts_cpu_not_wall_time():
+    """A check's limit is CPU time: waiting (what a loaded machine does to a process) does not use it
+    up, computing does; the worker survives a spent budget."""
+    import statistics
+
+    from rubricgym.timeouts import CPUTimeExceeded, TimeLimitedWorker
+
+    worker = TimeLimitedWorker()
+    try:
+        assert worker.call(time.sleep, (1.5,), timeout=30, cpu_s=0.5) is None  # 1.5 s of wall, ~0 s of CPU
+        with pytest.raises(CPUTimeExceeded, match="0.5 s of CPU time"):
+            worker.call(statistics.variance, (range(10**8),), timeout=60, cpu_s=0.5)  # pure Python: interruptible
+        assert worker.call(pow, (2, 10), timeout=30, cpu_s=0.5) == 1024  # the same worker, still serving
+    finally:
+        worker.close()
+
+
 def test_env_works_inside_async_vector_env_workers():
     # the default (shared memory) and the pipe path both work for chat observations
     for vector_kwargs in ({}, {"shared_memory": False}):

@@ -7,7 +7,7 @@ from rubricgym.registration import register_family
 from rubricgym.tools import register_tool
 
 from .env import DEFAULT_SYSTEM_PROMPT, MathEnv, MathEnvConfig, math_candidates, shaped_reward
-from .grader import Extraction, answers_match, extract_answer, last_boxed, math_correct
+from .grader import Extraction, answer_verdict, answers_match, extract_answer, last_boxed, math_correct
 from .tasks import LEVELS, PUBLIC_DATASETS, UPSTREAM, UPSTREAM_ROWS, rows_from_upstream, MathTask, generate_task, generated_tasks, load_tasks
 
 
@@ -27,6 +27,6 @@ def register() -> None:
 
 
 __all__ = [
-    "DEFAULT_SYSTEM_PROMPT", "LEVELS", "Extraction", "MathEnv", "MathEnvConfig", "MathTask", "answers_match",
+    "DEFAULT_SYSTEM_PROMPT", "LEVELS", "Extraction", "MathEnv", "MathEnvConfig", "MathTask", "answer_verdict", "answers_match",
     "extract_answer", "generate_task", "math_candidates", "math_correct", "generated_tasks", "last_boxed", "load_tasks", "register", "shaped_reward",
 ]

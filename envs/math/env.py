@@ -11,7 +11,7 @@ from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, Trainin
 from rubricgym.spaces import last_reply
 from rubricgym.tools import ParsedAction, Tool, resolve_tools
 
-from .grader import answers_match, extract_answer
+from .grader import answer_verdict, extract_answer
 from .tasks import MathTask, load_tasks, parse_task_id
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -56,7 +56,11 @@ class MathEnvConfig:
     answer_fallback: str = "last_number"
     """Where no ``\\boxed{}`` is found: ``"last_number"`` takes the reply's last number, ``"none"`` fails."""
     verify_timeout_s: float = 3.0
-    """Hard time limit on one equivalence check; a check that runs out counts as wrong."""
+    """Time limit on one equivalence check; one that runs out is tried once more with
+    ``grader.UNDECIDED_RETRY_S`` (60 s), and one that runs out again is *undecided*, not wrong."""
+    undecided_reward: float = 0.0
+    """Outcome reward of an undecided check (neutral: halfway between the correct and incorrect
+    rewards); ``info["grading"]`` says ``undecided`` and it never counts as solved or as wrong."""
     max_action_chars: int = 200_000
     """Longer replies are refused with an error (they are not graded)."""
 
@@ -145,18 +149,19 @@ class MathEnv(ChatEnv):
     def score(self, final: ParsedAction | None) -> Score:
         cfg = self.config
         extraction = extract_answer(final.content, cfg.answer_fallback) if final is not None else None
-        correct = bool(
-            extraction is not None
-            and extraction.answer is not None
-            and answers_match(self.task.answer, extraction.answer, cfg.verify_timeout_s)
-        )
-        components = {"outcome": cfg.correct_reward if correct else cfg.incorrect_reward}
+        verdict = False
+        if extraction is not None and extraction.answer is not None:
+            verdict = answer_verdict(self.task.answer, extraction.answer, cfg.verify_timeout_s)
+        correct = verdict is True
+        outcome = cfg.undecided_reward if verdict is None else cfg.correct_reward if correct else cfg.incorrect_reward
+        components = {"outcome": outcome}
         if cfg.format_weight:
             components["format"] = 1.0 if extraction is not None and extraction.method == "boxed" else 0.0
         reward = components["outcome"] + cfg.format_weight * components.get("format", 0.0)
         return Score(reward=reward, components=components, correct=correct, info={
             "extracted_answer": None if extraction is None else extraction.answer,
-            "extraction": "none" if extraction is None else extraction.method})
+            "extraction": "none" if extraction is None else extraction.method,
+            "grading": "undecided" if verdict is None else "decided"})
 
 
 def shaped_reward(messages: list, info: dict[str, Any]) -> float:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from rubricgym.timeouts import WorkerTimeout, shared_worker
+from rubricgym.timeouts import CPUTimeExceeded, WorkerTimeout, shared_worker
 
 # math-verify logs every timeout with the whole input (megabytes for hostile replies); the
 # outcome is already reported as "not equivalent", so keep its warnings out of the logs.
@@ -150,20 +149,37 @@ class Undecided(Exception):
     """The check ran out of time: no verdict, so nothing is cached."""
 
 
-def answers_match(gold: str, predicted: str, timeout_s: float = 3.0) -> bool:
-    """Whether ``predicted`` is mathematically equivalent to ``gold``, decided within ``timeout_s``.
+WALL_BACKSTOP_S = 60.0
+"""Wall-clock limit on one check, only as the backstop for a machine too loaded to give the check
+its CPU budget (the worker is killed): the verdict itself rests on CPU time."""
 
-    A check that runs out of time counts as not equivalent (and is not a crash); only decided
-    verdicts are cached, so a check that timed out under load is tried again next time.
+
+def answer_verdict(gold: str, predicted: str, timeout_s: float = 3.0) -> bool | None:
+    """Whether ``predicted`` is mathematically equivalent to ``gold``: True, False, or None when
+    *undecided*. ``timeout_s`` is a budget of CPU time, not wall time, so a loaded machine gets the
+    same verdicts as an idle one, only later; a check that uses up its budget (or, past the
+    :data:`WALL_BACKSTOP_S` backstop, cannot get it) is undecided, never wrong. Only decided verdicts
+    are cached; callers record None as its own outcome (the math env: a neutral reward, counted).
 
     Examples:
-        >>> answers_match("\\\\frac{1}{2}", "0.5"), answers_match("204", "205")
+        >>> answer_verdict("\\\\frac{1}{2}", "0.5"), answer_verdict("204", "205")
         (True, False)
     """
     try:
         return _decide(gold, predicted, timeout_s)
     except Undecided:
-        return False
+        return None
+
+
+def answers_match(gold: str, predicted: str, timeout_s: float = 3.0) -> bool:
+    """:func:`answer_verdict` as a bool for callers that need one (an undecided check is not a
+    match); code that scores rewards uses :func:`answer_verdict` and keeps the undecided case apart.
+
+    Examples:
+        >>> answers_match("\\\\frac{1}{2}", "0.5"), answers_match("204", "205")
+        (True, False)
+    """
+    return answer_verdict(gold, predicted, timeout_s) is True
 
 
 @lru_cache(maxsize=65_536)  # exceptions (Undecided) are never cached
@@ -182,19 +198,12 @@ def _decide(gold: str, predicted: str, timeout_s: float) -> bool:
             return True
     if len(predicted) > MAX_ANSWER_CHARS:
         return False
-    if threading.current_thread() is threading.main_thread():
-        from math_verify.errors import TimeoutException
-
-        try:
-            # three signal-timed phases (two parses, one verify) share the budget
-            return _math_verify(gold, predicted, max(1, int(timeout_s / 3)))
-        except TimeoutException:
-            raise Undecided from None
-        except Exception:  # parser errors: not equivalent
-            return False
+    # always in the worker process: its CPU-time budget is load-independent (math-verify's own
+    # signal timeouts count wall time, and work only on the main thread)
     try:
-        return shared_worker().call(_math_verify_unbounded, (gold, predicted), timeout=timeout_s, prepare=_import_math_verify)
-    except WorkerTimeout:
+        return shared_worker().call(_math_verify_unbounded, (gold, predicted), timeout=max(WALL_BACKSTOP_S, 20 * timeout_s),
+                                    prepare=_import_math_verify, cpu_s=timeout_s)
+    except (WorkerTimeout, CPUTimeExceeded):
         raise Undecided from None
     except Exception:
         return False
