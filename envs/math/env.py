@@ -164,6 +164,12 @@ class MathEnv(ChatEnv):
             "grading": "undecided" if verdict is None else "decided"})
 
 
+def boxed_format(messages: list, info: dict[str, Any]) -> float:
+    """The math family's format check (the ``format`` control, ``MathFormat-v0``): 1 when the final
+    reply has a ``\\boxed{}`` answer, right or wrong."""
+    return 1.0 if info.get("extraction") == "boxed" else 0.0
+
+
 def shaped_reward(messages: list, info: dict[str, Any]) -> float:
     """A typical hand-written math reward (``MathFunction-v0``): +0.2 for a ``\\boxed{}`` answer,
     minus 0.002 per character of the final reply beyond 200 (at most -0.5); summed with the outcome."""

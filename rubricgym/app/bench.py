@@ -12,7 +12,11 @@ held-out score before training is measured once per family (identical by constru
 at zero, greedy decoding), on the family's held-out tasks. Every held-out number comes with a paired
 95 % bootstrap interval over seeds x held-out tasks (:mod:`rubricgym.app.stats`), and so do each
 scheme's gain over the untrained weights and its difference from the env-reward row; the table
-marks the intervals that exclude zero. Each family has its own budget (its training defaults:
+marks the intervals that exclude zero. Claims rest on the few-seed statistics beside them (seeds
+as the unit, paired t intervals, MDD; :func:`rubricgym.app.stats.seed_table`), and the controls
+(``random``, ``format``) sit right after the reference row. The grid of rows x seeds runs as cells,
+one after another or fanned out (``workers``, Ray), each kept on disk with its provenance so a
+stopped run resumes. Each family has its own budget (its training defaults:
 RAG answers need more tokens than a boxed number). Judge calls and tokens are counted from the
 judge's client; policy tokens from the rollouts.
 """
@@ -20,6 +24,8 @@ judge's client; policy tokens from the rollouts.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,7 +42,8 @@ from rubricgym.registration import (CORRECTION_KNOB, ENVS, SCHEMES, base_env_id,
 from rubricgym.agents.policy import PolicyConfig
 from rubricgym.agents.evaluation import evaluate
 from rubricgym.agents.train import TrainConfig, Trainer
-from rubricgym.app.stats import paired_bootstrap
+from rubricgym.app.provenance import provenance, same_provenance
+from rubricgym.app.stats import paired_bootstrap, seed_table
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,10 @@ class BenchRow:
     adapter: str | None = None
     """A checkpoint whose LoRA weights this row's policy starts from (a cold start); the held-out
     score before training stays the untrained weights' (gains are over the same start for every row)."""
+
+
+CONTROLS = ("random", "format")
+"""Control schemes (``wrappers/controls.py``): listed first after the reference row."""
 
 
 def bench_envs() -> tuple[str, ...]:
@@ -69,9 +80,10 @@ def bench_rows(env_id: str) -> list[BenchRow]:
     base = base_env_id(env_id)
     reward_name = env_class(base).training.reward_name
     rows = [BenchRow(reward_name, base)]
-    for info in ENVS.values():
-        if info.base != base:
-            continue
+    # the controls right beside the env's own reward (a scheme that does not beat them has shown nothing)
+    variants = sorted((info for info in ENVS.values() if info.base == base),
+                      key=lambda info: (info.scheme not in CONTROLS, CONTROLS.index(info.scheme) if info.scheme in CONTROLS else 0))
+    for info in variants:
         scheme = SCHEMES[info.scheme]
         if scheme.judge_knob and scheme.combines:
             rows += [BenchRow(scheme.name, info.id, {"combine": "replace"}), BenchRow(f"{scheme.name}+{reward_name}", info.id)]
@@ -125,6 +137,19 @@ class BenchConfig:
     corrects the judge of every row whose scheme reads one (RULER's); empty: none."""
     resamples: int = 4000
     """Bootstrap resamples per interval."""
+    model: str | None = None
+    """The policy's base model (a local folder or hub id); None: the default model."""
+    workers: int = 1
+    """Cells (one row, one seed) run at once: 1 in this process, one after another; more in Ray
+    tasks (a local Ray started with this many CPUs, or the cluster at ``$RAY_ADDRESS``). Results
+    are the same either way: each cell is seeded alone and runs on ``cell_threads`` threads."""
+    cell_threads: int = 1
+    """Torch threads of every cell, whatever ``workers`` is, so that a cell's numbers do not depend
+    on how many run beside it (a thread count changes float summation order)."""
+    cells_dir: str = ""
+    """Finished cells are kept here (one JSON each, named by its provenance; empty:
+    ``<output_dir>/.cells``): a stopped or killed run resumes, and only cells made by the same
+    code, config and packages are taken."""
     output_dir: str = "benchmarks/results"
     """Folder of the result files."""
     results_name: str = ""
@@ -228,8 +253,8 @@ def _train_scheme(env_id: str, row: BenchRow, seed: int, config: BenchConfig, ba
                                groups_per_step=budget["groups_per_step"], seed=seed, eval_tasks=0,
                                checkpoint_every=0, record_groups=0, report_to=(), show_completions=0,
                                output_dir=f"/tmp/rubricgym-bench/{env_id}-{row.name}-{seed}",
-                               policy=PolicyConfig(max_new_tokens=budget["max_new_tokens"], cpu_threads="fixed",
-                                                   adapter=row.adapter))
+                               policy=PolicyConfig(model=config.model, max_new_tokens=budget["max_new_tokens"],
+                                                   cpu_threads="fixed", adapter=row.adapter))
     trainer = Trainer(train_config)
     before = _held_out(trainer.policy, env_id, config) if measure_before else None  # LoRA starts at zero
     started = time.perf_counter()
@@ -265,8 +290,111 @@ def _reusable(saved: dict, env_id: str, row: BenchRow, config: BenchConfig) -> t
     same_judge = scheme is None or not scheme.judge_knob or judged_by == (
         str(getattr(config.judge, "name", config.judge)), config.judge_scoring)
     same = (earlier["env"] == row.env_id and earlier["knobs"] == row.knobs and earlier.get("adapter") == row.adapter
-            and all(earlier.get(f"budget_{k}") == v for k, v in config.budget(env_id).items()) and same_judge)
+            and all(earlier.get(f"budget_{k}") == v for k, v in config.budget(env_id).items()) and same_judge
+            # the same code, config and packages: a row made by older code is never mixed in
+            and same_provenance(earlier.get("provenance"), row_provenance(env_id, row, config)))
     return (earlier, curves) if same else None
+
+
+def row_provenance(env_id: str, row: BenchRow, config: BenchConfig) -> dict[str, Any]:
+    """The commit, config hash and package versions of one row (all its seeds): everything that
+    decides its numbers is in the hashed config."""
+    judge = config.judge if isinstance(config.judge, str) else getattr(config.judge, "name", str(config.judge))
+    return provenance({"suite": env_id, "row": row.name, "env": row.env_id, "knobs": row.knobs, "adapter": row.adapter,
+                       "model": config.model,
+                       "budget": config.budget(env_id), "steps": config.steps, "seeds": list(config.seeds),
+                       "eval_tasks": config.eval_tasks, "env_kwargs": config.env_kwargs, "judge": judge,
+                       "api_base": config.api_base, "judge_scoring": config.judge_scoring,
+                       "judge_max_tokens": config.judge_max_tokens, "judge_max_fixes": config.judge_max_fixes,
+                       "judge_explanation_chars": config.judge_explanation_chars, "judge_correction": config.judge_correction})
+
+
+def _before_cell(env_id: str, config: BenchConfig) -> list[bool]:
+    """The untrained weights' held-out results (the same for every row and seed: LoRA starts at zero)."""
+    from rubricgym.agents.policy import Policy
+
+    return _held_out(Policy(PolicyConfig(model=config.model, max_new_tokens=config.budget(env_id)["max_new_tokens"],
+                                         cpu_threads="fixed")), env_id, config)
+
+
+def run_cell(env_id: str, row: BenchRow | None, seed: int, config: BenchConfig, backend: Any = None) -> dict[str, Any]:
+    """One cell: ``row`` trained with ``seed``, then its held-out results (``row`` None: the
+    untrained weights). JSON-ready; what a worker process returns."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(config.cell_threads)
+    try:
+        if row is None:
+            return {"solved": [int(x) for x in _before_cell(env_id, config)]}
+        backend = backend if backend is not None else make_llm(config.judge, api_base=config.api_base).backend
+        history, policy, usage, _, spent = _train_scheme(env_id, row, seed, config, backend, False, measure_before=False)
+        started = time.perf_counter()
+        solved = _held_out(policy, env_id, config)
+        return {"history": history, "usage": usage, "solved": [int(x) for x in solved],
+                "minutes": spent + (time.perf_counter() - started) / 60}
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _cell_path(config: BenchConfig, env_id: str, row: BenchRow | None, seed: int) -> tuple[Path, dict[str, Any]]:
+    name = "before" if row is None else row.name
+    where = provenance({"cell": [env_id, name, seed], "row": None if row is None else row_provenance(env_id, row, config)["config_hash"],
+                        "model": config.model, "eval_tasks": config.eval_tasks, "env_kwargs": config.env_kwargs,
+                        "budget": config.budget(env_id), "cell_threads": config.cell_threads})
+    safe = f"{env_id}-{name}-s{seed}".replace("/", "_").replace("+", "_plus_")
+    return Path(config.cells_dir or Path(config.output_dir) / ".cells") / f"{safe}-{where['config_hash']}.json", where
+
+
+def run_cells(env_id: str, cells: list[tuple[BenchRow | None, int]], config: BenchConfig, backend: Any,
+              progress: bool) -> list[dict[str, Any]]:
+    """Every cell's result, in order: finished ones from ``cells_dir`` (same provenance), the rest
+    computed here one after another or, with ``workers`` > 1, as Ray tasks (a worker that dies is
+    retried; each finished cell is written at once, so a stopped run resumes)."""
+    results: list[dict[str, Any] | None] = [None] * len(cells)
+    todo = []
+    for index, (row, seed) in enumerate(cells):
+        path, where = _cell_path(config, env_id, row, seed)
+        stored = json.loads(path.read_text()) if path.is_file() else None
+        if stored is not None and same_provenance(stored.get("provenance"), where):
+            results[index] = stored["result"]
+            if progress:
+                print(f"{env_id}:{'before' if row is None else row.name} seed {seed}: finished cell kept ({path.name})", flush=True)
+        else:
+            todo.append(index)
+
+    def keep(index: int, result: dict[str, Any]) -> None:
+        row, seed = cells[index]
+        path, where = _cell_path(config, env_id, row, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".tmp")
+        partial.write_text(json.dumps({"provenance": where, "result": result}, default=float))
+        partial.replace(path)
+        results[index] = result
+        if progress and row is not None:
+            print(f"{env_id}:{row.name} seed {seed}: held-out {np.mean(result['solved']):.3f}, {result['minutes']:.1f} min", flush=True)
+
+    if config.workers <= 1 or len(todo) <= 1:
+        for index in todo:
+            row, seed = cells[index]
+            keep(index, run_cell(env_id, row, seed, config, backend))
+        return results
+    if not isinstance(config.judge, str):
+        raise ValueError("--workers > 1 needs the judge as a string (a model name, 'local', 'oracle:<a>'): "
+                         "each worker builds its own client")
+    import ray
+
+    if not ray.is_initialized():  # run_bench shuts down a local Ray it started
+        address = os.environ.get("RAY_ADDRESS")
+        ray.init(address=address, **({} if address else {"num_cpus": config.workers}), include_dashboard=False,
+                 log_to_driver=False, ignore_reinit_error=True)
+    remote = ray.remote(num_cpus=1, max_retries=2)(run_cell)
+    pending = {remote.remote(env_id, cells[index][0], cells[index][1], config): index for index in todo}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        index = pending.pop(done[0])
+        keep(index, ray.get(done[0]))
+    return results
 
 
 def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]]:
@@ -277,44 +405,42 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
     curves: dict[str, dict[str, list[float]]] = {}
     backend = make_llm(config.judge, api_base=config.api_base).backend
     config = replace(config, judge_explanation_chars=_explanation_chars(config, backend))
+    try:
+        return _run_bench(config, saved, rows, curves, backend, progress)
+    finally:
+        ray = sys.modules.get("ray")
+        if config.workers > 1 and ray is not None and ray.is_initialized() and not os.environ.get("RAY_ADDRESS"):
+            ray.shutdown()
+
+
+def _run_bench(config: BenchConfig, saved: dict, rows: list[dict[str, Any]], curves: dict[str, dict[str, list[float]]],
+               backend: Any, progress: bool) -> list[dict[str, Any]]:
     for env_id in config.envs:
-        before: list[bool] | None = None
+        selected = _selected(config, env_id)
+        reused = {row.name: _reusable(saved, env_id, row, config) for row in selected}
+        before = next(([bool(x) for x in found[0]["before_solved"]] for found in reused.values() if found), None)
+        cells: list[tuple[BenchRow | None, int]] = [] if before is not None else [(None, config.seeds[0])]
+        cells += [(row, seed) for row in selected if reused[row.name] is None for seed in config.seeds]
+        results = dict(zip([(None if row is None else row.name, seed) for row, seed in cells],
+                           run_cells(env_id, cells, config, backend, progress)))
+        if before is None:
+            before = [bool(x) for x in results[None, config.seeds[0]]["solved"]]
         solved: dict[str, list[list[bool]]] = {}
         env_rows = []
-        selected = _selected(config, env_id)
-
-        def publish() -> None:
-            # after every row, the rows so far with their intervals: a later failure keeps what was measured
-            stats = paired_bootstrap(solved, reference=selected[0].name, before=before, resamples=config.resamples)
-            for done in env_rows:
-                done.update(stats[done["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[done["scheme"]]],
-                            before_solved=[int(x) for x in before], reference=selected[0].name)
-            write_results(rows + env_rows, curves, config)
-
         for bench_row in selected:
             name = bench_row.name
-            reused = _reusable(saved, env_id, bench_row, config)
-            if reused is not None:
-                earlier, curves[f"{env_id}:{name}"] = reused
+            if reused[name] is not None:
+                earlier, curves[f"{env_id}:{name}"] = reused[name]
                 solved[name] = [[bool(x) for x in s] for s in earlier["solved"]]
-                before = [bool(x) for x in earlier["before_solved"]] if before is None else before
                 env_rows.append({**earlier, "reused": True})
                 if progress:
-                    print(f"{env_id}:{name:<22} reused from an earlier run ({earlier['minutes']:.1f} min then)", flush=True)
-                publish()
+                    print(f"{env_id}:{name:<22} reused from an earlier run at {earlier['provenance']['commit'][:12]} "
+                          f"({earlier['minutes']:.1f} min then)", flush=True)
                 continue
-            histories, usages, minutes = [], [], 0.0
-            solved[name] = []
-            for seed in config.seeds:
-                # same base weights for every scheme and seed: "before" is measured once per family
-                history, policy, usage, untrained, spent = _train_scheme(env_id, bench_row, seed, config, backend, progress,
-                                                                         measure_before=before is None)
-                before = untrained if before is None else before
-                started = time.perf_counter()
-                solved[name].append(_held_out(policy, env_id, config))
-                minutes += spent + (time.perf_counter() - started) / 60
-                histories.append(history)
-                usages.append(usage)
+            done = [results[name, seed] for seed in config.seeds]
+            solved[name] = [[bool(x) for x in cell["solved"]] for cell in done]
+            histories, usages = [cell["history"] for cell in done], [cell["usage"] for cell in done]
+            minutes = sum(cell["minutes"] for cell in done)
             flat = [h for history in histories for h in history]
             rubric_valid = [h["rubric_valid_fraction"] for h in flat if "rubric_valid_fraction" in h]
             informative = [h["rubric_informative_valid_fraction"] for h in flat if "rubric_informative_valid_fraction" in h]
@@ -330,7 +456,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                    # of the groups with right and wrong answers, where validity is decidable
                    "rubric_informative_valid_fraction": float(np.mean(informative)) if informative else None,
                    **{key: sum(u[key] for u in usages) for key in usages[0]},
-                   "minutes": minutes}
+                   "minutes": minutes, "provenance": row_provenance(env_id, bench_row, config)}
             env_rows.append(row)
             key = f"{env_id}:{name}"
             diagnostics = sorted({k for h in flat for k in h if k.startswith("rubric_")})  # RLCER's per-step statistics
@@ -341,18 +467,63 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
                 print(f"{key:<28} held-out {row['held_out_before']:.3f} -> {row['held_out_after']:.3f}  "
                       f"train reward {row['mean_train_reward']:+.3f}  judge calls {row['judge_calls']} "
                       f"(failed groups {row['judge_failed_groups']})  {row['minutes']:.1f} min", flush=True)
-            publish()
+        stats = paired_bootstrap(solved, reference=selected[0].name, before=before, resamples=config.resamples)
+        few = seed_table(solved, reference=selected[0].name)  # seeds as the unit: what claims rest on
+        for done_row in env_rows:
+            done_row.update(stats[done_row["scheme"]].as_dict(), solved=[[int(x) for x in s] for s in solved[done_row["scheme"]]],
+                            before_solved=[int(x) for x in before], reference=selected[0].name,
+                            few_seed=few[done_row["scheme"]].as_dict())
         rows += env_rows
+        write_results(rows, curves, config)
     return rows
 
 
 def result_line(rows: list[dict[str, Any]]) -> str:
-    """``RESULT schemes=<n> <suite>:<scheme>=<after>[<low>,<high>] ...`` (and the gain's significance)."""
-    parts = [f"{r['suite']}:{r['scheme']}={r['held_out_after']:.3f}[{r['mean']['low']:.2f},{r['mean']['high']:.2f}]"
-             for r in rows]
+    """``RESULT schemes=<n> <suite>:<scheme>=<mean>[<low>,<high>] ...``: each row's held-out mean
+    with its interval (over seeds, Student's t, from 2 seeds on; with one seed the bootstrap over
+    tasks), its IQM and, against the reference, P(improvement) and a verdict (``better``,
+    ``worse``, ``not_established``: a claim needs >= 3 seeds and an interval excluding 0); then
+    ``seeds=<n>`` and ``mdd=<d>``, the largest of the rows' minimum detectable differences at
+    80 % power (inf below 2 seeds)."""
+    parts, mdds = [], []
+    for r in rows:
+        key, few = f"{r['suite']}:{r['scheme']}", r.get("few_seed") or {}
+        interval = few["mean"] if few.get("seeds", 0) >= 2 else r["mean"]
+        parts.append(f"{key}={interval['mean']:.3f}[{interval['low']:.2f},{interval['high']:.2f}]")
+        if few:
+            parts.append(f"{key}_iqm={few['iqm']:.3f}")
+        if few.get("difference"):
+            d = few["difference"]
+            parts += [f"{key}_difference={d['mean']:+.3f}[{d['low']:+.2f},{d['high']:+.2f}]",
+                      f"{key}_p_improvement={few['p_improvement']:.2f}", f"{key}_verdict={few['verdict'].replace(' ', '_')}"]
+            mdds.append(few["mdd"])
     gains = [f"{r['suite']}:{r['scheme']}_gain_significant={int(r['gain']['significant'])}" for r in rows
              if r["scheme"] == r["reference"]]
-    return f"RESULT schemes={len(rows)} " + " ".join(parts + gains)
+    seeds = len(rows[0]["seeds"]) if rows else 0
+    mdd = max(mdds) if mdds else float("inf")
+    return f"RESULT schemes={len(rows)} " + " ".join(parts + gains + [f"seeds={seeds}", f"mdd={mdd:.3f}"])
+
+
+def few_seed_table(rows: list[dict[str, Any]]) -> str:
+    """Seeds as the unit: per row the mean over seeds with Student's t interval, IQM, and against
+    the reference the paired difference, P(improvement), the minimum detectable difference at
+    80 % power and the verdict."""
+    lines = ["| suite | scheme | seeds | held-out mean [95 % t CI over seeds] | IQM | difference from reference [95 % t CI] "
+             "| P(improvement) | MDD (80 % power) | verdict |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        few = r.get("few_seed")
+        if not few:
+            continue
+        m, d = few["mean"], few["difference"]
+        mean = f"{m['mean']:.3f} [{m['low']:.2f}, {m['high']:.2f}]" if few["seeds"] >= 2 else f"{m['mean']:.3f}"
+        difference = "-" if d is None else (f"{d['mean']:+.3f} [{d['low']:+.2f}, {d['high']:+.2f}]" if few["seeds"] >= 2
+                                            else f"{d['mean']:+.3f}")
+        p = "-" if few["p_improvement"] is None else f"{few['p_improvement']:.2f}"
+        mdd = "-" if few["mdd"] is None else f"{few['mdd']:.3f}"
+        lines.append(f"| {r['suite']} | {r['scheme']} | {few['seeds']} | {mean} | {few['iqm']:.3f} | {difference} | {p} | "
+                     f"{mdd} | {few['verdict']} |")
+    return "\n".join(lines)
 
 
 def _interval(value: dict[str, Any] | None, signed: bool = False) -> str:
@@ -438,6 +609,13 @@ def write_results(rows: list[dict[str, Any]], curves: dict[str, dict[str, list[f
         + f"; {config.eval_tasks} held-out tasks per family (the same for every run).\n\n"
         "Intervals: paired 95 % bootstrap over seeds x held-out tasks; the difference is from the family's "
         "env-reward row (math: rlvr, RAG: components); * marks an interval that excludes 0.\n\n"
-        f"{markdown_table(rows)}\n")
+        f"{markdown_table(rows)}\n\n"
+        "Claims rest on seeds, not tasks: the table below treats each seed's held-out mean as one observation "
+        "(Student's t over seeds, differences paired by seed). A difference is established only with >= 3 seeds and "
+        "an interval that excludes 0; MDD is the smallest true difference this many seeds would detect at 80 % power, "
+        "from the measured spread of the paired differences.\n\n"
+        f"{few_seed_table(rows)}\n\n"
+        f"Code: `{(rows[0].get('provenance') or {}).get('commit', 'unknown') if rows else 'unknown'}`; packages: "
+        f"{', '.join(f'{k} {v}' for k, v in ((rows[0].get('provenance') or {}).get('packages') or {}).items()) if rows else ''}.\n")
     (out / f"{stem}.json").write_text(json.dumps({"config": config.__dict__, "rows": rows, "curves": curves},
                                                                 indent=2, default=str))
