@@ -1,14 +1,16 @@
-"""Same command, same seed, same results: idle, beside busy processes, and (when the bench's
-fan-out exists) in worker processes.
+"""Same command, same seed, same results: idle, beside busy processes, and fanned out.
 
 Runs ``rubricgym train`` three times with one seed (a fresh process each): twice on an idle
 machine and once beside two busy processes this script starts itself (each a plain CPU-bound
-loop, one per core here). Compares every metric except timings, and the adapter's bytes:
+loop, one per core here), and compares every metric except timings, and the adapter's bytes.
+Then runs one small ``rubricgym bench`` grid (rlvr and the random control, two seeds) in one
+process and with ``--workers 2`` (Ray) and compares every cell's held-out results and training
+rewards:
 
     python benchmarks/determinism.py                  # the default model, 3 steps, 16 held-out tasks
     python benchmarks/determinism.py --smoke          # the tiny random model, 1 step (seconds)
 
-Ends with ``RESULT identical_idle=<0|1> identical_loaded=<0|1> loaded_slowdown=<x> ...`` and
+Ends with ``RESULT identical_idle=<0|1> identical_loaded=<0|1> identical_workers=<0|1> loaded_slowdown=<x> ...`` and
 writes ``determinism.json`` (with the commit and config) to ``benchmarks/results``.
 """
 
@@ -53,6 +55,19 @@ def run_once(args: argparse.Namespace, folder: Path) -> tuple[list[dict], str, f
     return metrics, digest, seconds
 
 
+def bench_cells(args: argparse.Namespace, folder: Path, workers: int) -> list[dict]:
+    """A small bench grid in a fresh process: per row its per-seed held-out results and training reward."""
+    command = [sys.executable, "-m", "rubricgym", "bench", "--envs", args.env, "--schemes", "rlvr,random", "--steps", "1",
+               "--seeds", "0,1", "--eval-tasks", str(args.eval_tasks), "--group-size", "2", "--groups-per-step", "2",
+               "--judge", "oracle:1.0", "--output-dir", str(folder), "--results-name", "grid", "--workers", str(workers),
+               *(["--model", args.model] if args.model else [])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    rows = json.loads((folder / "grid.json").read_text())["rows"]
+    return [{"scheme": r["scheme"], "solved": r["solved"], "mean_train_reward": r["mean_train_reward"]} for r in rows]
+
+
 def first_difference(a: list[dict], b: list[dict]) -> str:
     for step, (x, y) in enumerate(zip(a, b)):
         for key in sorted(set(x) | set(y)):
@@ -88,13 +103,18 @@ def main(argv: list[str] | None = None) -> int:
             for process in busy:
                 process.kill()
         print(f"loaded: adapter {runs['loaded'][1][:12]}, {runs['loaded'][2]:.0f} s", flush=True)
+        grids = {workers: bench_cells(args, Path(scratch) / f"bench{workers}", workers) for workers in (1, 2)}
+        print(f"bench grid: {grids[1]}", flush=True)
     reference = runs["idle_a"]
     identical = {name: int(run[0] == reference[0] and run[1] == reference[1]) for name, run in runs.items() if name != "idle_a"}
     differences = {name: first_difference(reference[0], run[0]) or ("adapter bytes differ" if run[1] != reference[1] else "")
                    for name, run in runs.items() if name != "idle_a"}
+    identical["workers"] = int(grids[1] == grids[2])
+    differences["workers"] = first_difference(grids[1], grids[2])
     slowdown = runs["loaded"][2] / max(reference[2], 1e-9)
     config = {k: v for k, v in vars(args).items() if k != "timeout"}
-    result = {"identical_idle": identical["idle_b"], "identical_loaded": identical["loaded"], "loaded_slowdown": round(slowdown, 2),
+    result = {"identical_idle": identical["idle_b"], "identical_loaded": identical["loaded"],
+              "identical_workers": identical["workers"], "loaded_slowdown": round(slowdown, 2), "bench_grid": grids[1],
               "seconds": {name: round(run[2], 1) for name, run in runs.items()}, "differences": differences,
               "adapter_sha256": {name: run[1] for name, run in runs.items()}, "config": config,
               "provenance": provenance(config), "commit": provenance(config)["commit"]}
@@ -103,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in differences.items():
         if text:
             print(f"{name} differs from idle_a: {text}")
-    print(f"RESULT identical_idle={identical['idle_b']} identical_loaded={identical['loaded']} "
+    print(f"RESULT identical_idle={identical['idle_b']} identical_loaded={identical['loaded']} identical_workers={identical['workers']} "
           f"loaded_slowdown={slowdown:.2f} busy={args.busy} steps={args.steps} seed={args.seed}")
     return 0
 

@@ -137,7 +137,9 @@ def main() -> None:
                         if row in profiles else {})} for row in rows}
     command = ("python benchmarks/judge_noise.py " + shlex.join(sys.argv[1:])).strip()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps({
+    from rubricgym.app.provenance import provenance
+
+    (RESULTS / f"{args.name}.json").write_text(json.dumps({"provenance": provenance(vars(args)),
         "command": command, "steps": args.steps, "seeds": args.seeds, "level": args.level, "eval_tasks": args.eval_tasks,
         "minutes": minutes, "before": float(np.mean(before)), "before_solved": before, "rows": results}))
     lines = [f"# Held-out accuracy under judge noise, uncorrected and corrected (`{command}`)", "",

@@ -63,13 +63,23 @@ def run_name(reward: str) -> str:
 def train_and_evaluate(reward: str, seed: int, steps: int, level: int, eval_tasks: int, correction: str = "") -> list[bool]:
     """Per held-out task: solved after ``steps`` GRPO steps under ``reward`` (see :func:`parse_reward`;
     ``steps=0``: the untrained weights), the judge corrected by the profile file ``correction`` if given."""
+    from rubricgym.app.provenance import provenance, same_provenance
+
     tag = f"-corrected-{run_name(Path(correction).stem)}" if correction else ""
-    done = DONE / f"{run_name(reward)}{tag}-seed{seed}-steps{steps}-level{level}-tasks{eval_tasks}.json"
+    # a finished run is reused only when the code, every argument (the profile's content included) and
+    # the packages are the same: runs made by older code were silently mixed in before
+    profile = Path(correction).read_text() if correction else ""
+    where = provenance({"reward": reward, "seed": seed, "steps": steps, "level": level, "eval_tasks": eval_tasks,
+                        "correction": profile, "cpu_threads": "fixed"})
+    done = DONE / f"{run_name(reward)}{tag}-seed{seed}-steps{steps}-level{level}-tasks{eval_tasks}-{where['config_hash']}.json"
     if done.is_file():
-        return json.loads(done.read_text())
+        stored = json.loads(done.read_text())
+        if isinstance(stored, dict) and same_provenance(stored.get("provenance"), where):
+            print(f"reused {done.name} (computed at {where['commit'][:12]})", flush=True)
+            return stored["solved"]
     solved = _train_and_evaluate(reward, seed, steps, level, eval_tasks, correction, tag)
     DONE.mkdir(parents=True, exist_ok=True)
-    done.write_text(json.dumps(solved))
+    done.write_text(json.dumps({"provenance": where, "solved": [bool(x) for x in solved]}))
     return solved
 
 
@@ -144,7 +154,10 @@ def main() -> None:
     import shlex
 
     command = "python benchmarks/judge_sensitivity.py " + shlex.join(sys.argv[1:])
-    (RESULTS / f"{name}.json").write_text(json.dumps({"command": command.strip(), "steps": args.steps, "seeds": args.seeds,
+    from rubricgym.app.provenance import provenance
+
+    (RESULTS / f"{name}.json").write_text(json.dumps({"command": command.strip(), "provenance": provenance(vars(args)),
+                                                      "steps": args.steps, "seeds": args.seeds,
                                                       "level": args.level, "eval_tasks": args.eval_tasks, "minutes": minutes,
                                                       "before": float(np.mean(before)), "before_solved": before,
                                                       "rows": rows}))
@@ -152,7 +165,8 @@ def main() -> None:
              f"GRPO, default model + LoRA, CPU, level {args.level}, {args.steps} steps, {args.seeds} seed(s), "
              f"{args.eval_tasks} held-out tasks (the same for every run); paired 95 % bootstrap over seeds x tasks; "
              f"untrained weights {np.mean(before):.3f}; * = the interval excludes 0; {minutes:.1f} min for the runs "
-             "this invocation trained (finished runs are reused from /tmp/rubricgym-sensitivity).", "",
+             "this invocation trained (finished runs are reused from /tmp/rubricgym-sensitivity when made by the same code, "
+             "arguments and packages).", "",
              "| reward | held-out after [95 % CI] | gain over untrained | difference from RLVR | per seed |",
              "| --- | --- | --- | --- | --- |"]
     lines += [f"| {r.replace('|', ', ')} | {table[r].mean} | {table[r].gain.signed()} | "  # '|' would split the cell
