@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="", help="base model (default: the default model; --smoke: the tiny random one)")
     parser.add_argument("--busy", type=int, default=2, help="CPU-bound processes beside the loaded run")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
-    add_smoke_flag(parser, argv, steps=1, eval_tasks=2, model="tiny")
+    add_smoke_flag(parser, argv, steps=1, eval_tasks=2, model="tiny", busy=1)
     args = parser.parse_args(argv)
     if args.model == "tiny":
         from rubricgym.testing.tiny import tiny_model_dir

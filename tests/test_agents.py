@@ -473,3 +473,33 @@ def test_warm_start_from_scripted_episodes_or_a_file_then_rl_logs_tool_use(token
     config.env, config.warm_start = "WordSort-v0", "scripted:calculator"
     with pytest.raises(ValueError, match="has no scripted agents"):
         trainer.warm_start_rows()
+
+
+def test_the_thread_rule_gives_the_same_count_on_reruns_idle_or_loaded(tokenizer, monkeypatch):
+    """cpu_threads="auto" is a property of the machine, not of its load: the same count with two
+    busy processes beside it; a fan-out worker's share comes from RUBRICGYM_CPU_THREADS."""
+    import os
+    import subprocess
+    import sys
+
+    from rubricgym.agents.policy import MAX_AUTO_THREADS, cpu_threads_for
+
+    monkeypatch.delenv("RUBRICGYM_CPU_THREADS", raising=False)
+    idle = cpu_threads_for("auto")
+    assert idle == max(1, min(len(os.sched_getaffinity(0)), MAX_AUTO_THREADS))
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        assert [cpu_threads_for("auto") for _ in range(3)] == [idle] * 3
+    finally:
+        for process in busy:
+            process.kill()
+    monkeypatch.setenv("RUBRICGYM_CPU_THREADS", "1")
+    assert cpu_threads_for("auto") == 1 and cpu_threads_for("3") == 3 and cpu_threads_for("fixed") is None
+    with pytest.raises(ValueError, match="positive number"):
+        cpu_threads_for("0")
+    before = torch.get_num_threads()
+    try:
+        policy = tiny_policy(tokenizer, cpu_threads="auto")
+        assert policy.cpu_threads == 1 and torch.get_num_threads() == 1  # set once, when the policy is built
+    finally:
+        torch.set_num_threads(before)

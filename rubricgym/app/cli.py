@@ -339,7 +339,8 @@ def cmd_rubric_data(args: argparse.Namespace) -> int:
                                                       items_per_row=args.verifier_items_per_row or None,
                                                       balance=args.verifier_items_per_row == 1), out / "verifier.jsonl")}
     for role, file in written.items():
-        print(f"{role}: {sum(1 for _ in file.open())} rows -> {file}")
+        with file.open() as rows_file:  # closed here: an open handle left to the collector warns (ResourceWarning)
+            print(f"{role}: {sum(1 for _ in rows_file)} rows -> {file}")
     print(f"cold start: rubricgym sft --data {written['rubricator']} --output-dir <dir>; "
           f"then train with --adapter <dir>/checkpoint-<n> (and --judge local:<verifier checkpoint>)")
     return 0
