@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from rubricgym.sampling import PrefixCache, common_prefix_length, generate_with_logprobs, left_pad, stop_token_ids
+from rubricgym.sampling import (PrefixCache, common_prefix_length, generate_with_logprobs, left_pad, output_cache,
+                                stop_token_ids, with_cache)
 from rubricgym.tools import render_messages
 
 #: a shared prefix shorter than this is not read on its own (score_samples) nor counted once (pass_tokens)
@@ -390,13 +391,13 @@ class Policy:
         width = ids.shape[1]
         cache = None
         if shared:
-            cache = self.model(input_ids=torch.tensor([list(samples[0].prompt_ids[:shared])], device=self.device), use_cache=True,
-                               logits_to_keep=1).past_key_values  # only its keys and values are needed
+            cache = output_cache(self.model(input_ids=torch.tensor([list(samples[0].prompt_ids[:shared])], device=self.device),
+                                            use_cache=True, logits_to_keep=1))  # only its keys and values are needed
             cache.batch_repeat_interleave(len(samples))  # differentiable: the prompt's gradient sums over rows
             attention = torch.cat([torch.ones(len(samples), shared, dtype=attention.dtype, device=self.device),
                                    attention], dim=1)
         keep = max(min(max(len(s.completion_ids) for s in samples), width - 1), 1)
-        inputs = dict(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache,
+        inputs = dict(input_ids=ids, attention_mask=attention, position_ids=positions, **with_cache(cache),
                       use_cache=cache is not None)
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         head = base.get_output_embeddings()

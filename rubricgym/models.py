@@ -113,6 +113,9 @@ def load_model_and_tokenizer(model: str | None = None, device: str = "cpu", dtyp
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    # the GGUF's tokenizer config asks for a WordPiece clean-up that a BPE tokenizer ignores, with a
+    # warning at every first decode: say what it does anyway (nothing)
+    tokenizer.clean_up_tokenization_spaces = False
     lm = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32).to(device)
     lm.eval()
     return lm, tokenizer

@@ -9,6 +9,8 @@ Examples:
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -23,6 +25,27 @@ class Generated:
     text: str
     finished: bool
 
+
+
+@lru_cache(maxsize=1)
+def cache_kwarg() -> str:
+    """The name transformers' ``forward`` takes (and returns) the KV cache under: ``cache`` from
+    5.2x on, ``past_key_values`` before (the old name still works there but warns of its removal)."""
+    import dataclasses
+
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    return "cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+
+
+def with_cache(cache: Any) -> dict[str, Any]:
+    """``{<cache kwarg>: cache}``, to pass to a model's forward under the name its transformers takes."""
+    return {cache_kwarg(): cache}
+
+
+def output_cache(out: Any) -> Any:
+    """The KV cache of a model output, read under the name its transformers writes."""
+    return getattr(out, cache_kwarg())
 
 def stop_token_ids(tokenizer: Any) -> list[int]:
     """The ids that end a completion: the tokenizer's eos and the chat template's ``<|im_end|>``."""
@@ -200,10 +223,10 @@ def _read(model: Any, rows: Sequence[tuple[int, list | None]], suffixes: Sequenc
     else:
         past = DynamicCache(config=model.config)
     mask, ids, positions = mask.to(device), ids.to(device), positions.to(device)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=past, use_cache=True,
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **with_cache(past), use_cache=True,
                 logits_to_keep=1)
     next_positions = torch.tensor([n + len(s) for (n, _), s in zip(rows, suffixes)], device=device)
-    return out.logits[:, -1].float(), out.past_key_values, mask, next_positions
+    return out.logits[:, -1].float(), output_cache(out), mask, next_positions
 
 
 def _row_layers(past: Any, row: int, mask: Any) -> list:
@@ -309,8 +332,8 @@ def generate_with_logprobs(model: Any, tokenizer: Any, prompts: Sequence[Sequenc
                 alive = [alive[row] for row in keep]
             mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
             out = model(input_ids=tokens.unsqueeze(-1), attention_mask=mask, position_ids=positions.unsqueeze(-1),
-                        past_key_values=past, use_cache=True)
-            past, positions = out.past_key_values, positions + 1
+                        **with_cache(past), use_cache=True)
+            past, positions = output_cache(out), positions + 1
             logits = out.logits[:, -1].float()
     return [Generated(c, lp, tokenizer.decode(c, skip_special_tokens=True), f)
             for c, lp, f in zip(completions, logprobs, finished)]

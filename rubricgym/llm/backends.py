@@ -9,6 +9,8 @@ import threading
 import warnings
 from typing import Any, Sequence
 
+from rubricgym.sampling import output_cache, with_cache
+
 from .client import Completion
 
 
@@ -214,9 +216,9 @@ class TransformersBackend:
                     ids = tokenizer.encode(prompt + reply, add_special_tokens=False)
                     if cache is None or ids[:len(seen)] != seen:  # the text so far tokenized differently: no reuse
                         cache, seen = None, []
-                    out = model(input_ids=torch.tensor([ids[len(seen):]], device=model.device), past_key_values=cache,
+                    out = model(input_ids=torch.tensor([ids[len(seen):]], device=model.device), **with_cache(cache),
                                 use_cache=True)
-                    cache, seen = out.past_key_values, ids
+                    cache, seen = output_cache(out), ids
                     pick = int(torch.argmax(out.logits[0, -1][torch.tensor(firsts, device=out.logits.device)]))
                     chosen.append(pick)
                     reply += options[pick] + (separator if k < count - 1 else suffix)

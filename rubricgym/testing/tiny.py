@@ -70,6 +70,7 @@ def default_tokenizer() -> Any:
     tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.clean_up_tokenization_spaces = False  # a WordPiece step BPE ignores (with a warning)
     return tokenizer
 
 
