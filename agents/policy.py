@@ -216,7 +216,10 @@ class Policy:
 
             lora = LoraConfig(r=self.config.lora_r, lora_alpha=self.config.lora_alpha, lora_dropout=self.config.lora_dropout,
                               target_modules=self.config.lora_target_modules, task_type="CAUSAL_LM")
-            model = get_peft_model(model, lora)
+            from rubricgym.models import peft_wrapping
+
+            with peft_wrapping():
+                model = get_peft_model(model, lora)
             if self.config.adapter:
                 from peft import set_peft_model_state_dict
 

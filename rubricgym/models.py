@@ -5,6 +5,7 @@ that (safetensors) in a cache folder; later loads take under a second."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import threading
@@ -95,6 +96,19 @@ def checkpoint_base(folder: str | Path) -> str | None:
     return (json.loads((folder / "config.json").read_text()).get("policy") or {}).get("model") or "default"
 
 
+@contextlib.contextmanager
+def peft_wrapping():
+    """Around peft's wrapping of a model: peft (0.21) reads ``model.is_gradient_checkpointing``,
+    which transformers 5.2x deprecates (FutureWarning, removal in v6) in favour of
+    ``is_activation_checkpointing``. rubricgym never calls it; this one warning, from that one
+    call, is silenced here until peft reads the new name."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing. is deprecated", category=FutureWarning)
+        yield
+
+
 def load_model_and_tokenizer(model: str | None = None, device: str = "cpu", dtype: Any = None):
     """Load a causal LM and its tokenizer (the default model offline). A training checkpoint
     folder loads its base model with the LoRA adapter merged in (a trained judge is ``local:<folder>``)."""
@@ -106,7 +120,8 @@ def load_model_and_tokenizer(model: str | None = None, device: str = "cpu", dtyp
         from peft import PeftModel
 
         lm, tokenizer = load_model_and_tokenizer(None if base == "default" else base, "cpu", dtype)
-        lm = PeftModel.from_pretrained(lm, str(Path(model) / "adapter")).merge_and_unload().to(device)
+        with peft_wrapping():
+            lm = PeftModel.from_pretrained(lm, str(Path(model) / "adapter")).merge_and_unload().to(device)
         lm.eval()
         return lm, tokenizer
     path = resolve_model_path(model)
