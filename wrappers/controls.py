@@ -25,12 +25,11 @@ Examples:
 from __future__ import annotations
 
 import hashlib
-import importlib
 from typing import Any
 
 from rubricgym.spaces import last_reply
 
-from .function import FunctionScorer
+from .function import FunctionScorer, function_scorer
 from .scheme import RewardScheme
 
 
@@ -67,11 +66,7 @@ def format_scorer(knobs: dict[str, Any]) -> FunctionScorer:
     """The family's format check (``fn``: a callable or ``"module:attribute"`` returning 0 / 1)."""
     if "fn" not in knobs:
         raise TypeError("a Format variant needs fn=<the family's format check>")
-    fn = knobs["fn"]
-    if not callable(fn):
-        module, attribute = str(fn).split(":")
-        fn = getattr(importlib.import_module(module), attribute)
-    return FunctionScorer(fn, name="format", combine=knobs.get("combine", "replace"))
+    return function_scorer({"fn": knobs["fn"], "name": "format", "combine": knobs.get("combine", "replace")})
 
 
 RANDOM = RewardScheme(name="random", suffix="Random",
