@@ -252,9 +252,10 @@ def test_informative_valid_fraction_skips_degenerate_groups():
 
 
 def test_bench_reuses_rows_measured_with_the_same_knobs_and_budget(tmp_path, capsys):
-    """Rows of an earlier run's JSON are taken when their env, knobs, start and budget match; the
-    table is rewritten with intervals recomputed over the rows of this run."""
-    from rubricgym.app.bench import _reusable, _saved_rows, run_bench
+    """Rows of an earlier run's JSON are taken when their env, knobs, start, budget and provenance
+    (commit, config, packages) match; the table is rewritten with intervals recomputed over the
+    rows of this run."""
+    from rubricgym.app.bench import _reusable, _saved_rows, row_provenance, run_bench
 
     rows = (BenchRow("rlvr", "Math-v0"), BenchRow("rlcer+oracle", "MathRubric-v0", {"verifier": "oracle:0.9"}, adapter="ck"))
     config = BenchConfig(envs=("Math-v0",), rows=rows, judge="oracle:1.0", steps=2, eval_tasks=4, resamples=100)
@@ -264,7 +265,7 @@ def test_bench_reuses_rows_measured_with_the_same_knobs_and_budget(tmp_path, cap
                 "mean_train_reward": 0.0, "mean_train_accuracy": 0.5, "policy_completion_tokens": 10,
                 "judge_failed_groups": 0, "rubric_valid_fraction": None, "judge_calls": 0, "judge_prompt_tokens": 0,
                 "judge_completion_tokens": 0, "judge_failures": 0, "minutes": 1.0,
-                "solved": [solved], "before_solved": [1, 0, 0, 0]}
+                "solved": [solved], "before_solved": [1, 0, 0, 0], "provenance": row_provenance("Math-v0", r, config)}
                for r, after, solved in zip(rows, (0.5, 1.0), ([1, 1, 0, 0], [1, 1, 1, 1]))]
     saved_file = tmp_path / "earlier.json"
     saved_file.write_text(json.dumps({"config": {"steps": 2, "eval_tasks": 4, "seeds": [0], "judge": "oracle:1.0"},
@@ -272,6 +273,8 @@ def test_bench_reuses_rows_measured_with_the_same_knobs_and_budget(tmp_path, cap
     reuse = BenchConfig(**{**config.__dict__, "reuse": (str(saved_file),), "output_dir": str(tmp_path), "results_name": "again"})
     saved = _saved_rows(reuse)
     assert _reusable(saved, "Math-v0", rows[1], reuse) is not None
+    unproven = {key: ({k: v for k, v in row.items() if k != "provenance"}, curves, judge) for key, (row, curves, judge) in saved.items()}
+    assert _reusable(unproven, "Math-v0", rows[1], reuse) is None  # a row without its provenance is never taken
     assert _reusable(saved, "Math-v0", BenchRow("rlcer+oracle", "MathRubric-v0", {"verifier": "oracle:0.8"}, adapter="ck"),
                      reuse) is None  # other knobs
     assert _reusable(saved, "Math-v0", BenchRow("rlcer+oracle", "MathRubric-v0", {"verifier": "oracle:0.9"}), reuse) is None

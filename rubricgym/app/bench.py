@@ -195,10 +195,17 @@ CURVE_KEYS = ("reward", "train_accuracy", "trained_completions", "judge_failed_g
 """Per-step training stats kept in the results JSON (``accuracy`` is the verified success)."""
 
 
-def _explanation_chars(config: BenchConfig, backend) -> int:
+def _judge_name(judge: Any) -> str:
+    """A judge's backend name without building it: ``local:...`` for the in-process one."""
+    if isinstance(judge, str):
+        return "local:default" if judge == "local" else judge
+    return getattr(judge, "name", None) or getattr(getattr(judge, "backend", None), "name", "") or str(judge)
+
+
+def _explanation_chars(config: BenchConfig, backend_name: str) -> int:
     if config.judge_explanation_chars is not None:
         return config.judge_explanation_chars
-    return 0 if backend.name.startswith("local:") else 160  # the in-process backend, however it was given
+    return 0 if backend_name.startswith("local:") else 160  # the in-process backend, however it was given
 
 
 def _scheme_judge(backend, config: BenchConfig) -> LLM:
@@ -298,15 +305,21 @@ def _reusable(saved: dict, env_id: str, row: BenchRow, config: BenchConfig) -> t
 
 def row_provenance(env_id: str, row: BenchRow, config: BenchConfig) -> dict[str, Any]:
     """The commit, config hash and package versions of one row (all its seeds): everything that
-    decides its numbers is in the hashed config."""
-    judge = config.judge if isinstance(config.judge, str) else getattr(config.judge, "name", str(config.judge))
+    decides its numbers is in the hashed config (the judge settings only for rows whose scheme
+    takes a judge: RLVR's row is the same under any judge)."""
+    scheme = scheme_of(row.env_id)
+    judged = {}
+    if scheme is not None and scheme.judge_knob:
+        judge = config.judge if isinstance(config.judge, str) else getattr(config.judge, "name", str(config.judge))
+        judged = {"judge": judge, "api_base": config.api_base, "judge_scoring": config.judge_scoring,
+                  "judge_max_tokens": config.judge_max_tokens, "judge_max_fixes": config.judge_max_fixes,
+                  # as run_bench resolves it (None: 0 for the in-process judge, else 160), resolved or not
+                  "judge_explanation_chars": _explanation_chars(config, _judge_name(config.judge)),
+                  "judge_correction": config.judge_correction}
     return provenance({"suite": env_id, "row": row.name, "env": row.env_id, "knobs": row.knobs, "adapter": row.adapter,
-                       "model": config.model,
-                       "budget": config.budget(env_id), "steps": config.steps, "seeds": list(config.seeds),
-                       "eval_tasks": config.eval_tasks, "env_kwargs": config.env_kwargs, "judge": judge,
-                       "api_base": config.api_base, "judge_scoring": config.judge_scoring,
-                       "judge_max_tokens": config.judge_max_tokens, "judge_max_fixes": config.judge_max_fixes,
-                       "judge_explanation_chars": config.judge_explanation_chars, "judge_correction": config.judge_correction})
+                       "model": config.model, "budget": config.budget(env_id), "steps": config.steps,
+                       "seeds": list(config.seeds), "eval_tasks": config.eval_tasks, "env_kwargs": config.env_kwargs,
+                       "cell_threads": config.cell_threads, **judged})
 
 
 def _before_cell(env_id: str, config: BenchConfig) -> list[bool]:
@@ -404,7 +417,7 @@ def run_bench(config: BenchConfig, progress: bool = True) -> list[dict[str, Any]
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[str, list[float]]] = {}
     backend = make_llm(config.judge, api_base=config.api_base).backend
-    config = replace(config, judge_explanation_chars=_explanation_chars(config, backend))
+    config = replace(config, judge_explanation_chars=_explanation_chars(config, backend.name))
     try:
         return _run_bench(config, saved, rows, curves, backend, progress)
     finally:
