@@ -16,6 +16,31 @@ Message = dict[str, Any]
 Action = str | dict[str, Any]
 
 
+class SeededIds:
+    """Record ids drawn from their own seeded generator, so a seeded run names its records the same way twice.
+
+    Kept apart from the env's ``np_random`` (drawing ids there would shift every task and sample
+    that follows). ``reseed(None)`` keeps the current stream, as Gymnasium's ``reset(seed=None)`` does.
+
+    Examples:
+        >>> a, b = SeededIds(seed=7), SeededIds(seed=7)
+        >>> [a.next() for _ in range(2)] == [b.next() for _ in range(2)]
+        True
+        >>> len(SeededIds(seed=7).next())
+        12
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._generator = np.random.default_rng(seed)
+
+    def reseed(self, seed: int | None) -> None:
+        if seed is not None:
+            self._generator = np.random.default_rng(seed)
+
+    def next(self) -> str:
+        return self._generator.bytes(6).hex()
+
+
 def to_jsonable(value: Any) -> Any:
     """Convert numpy scalars / arrays and tuples nested in ``value`` to JSON-friendly Python."""
     if isinstance(value, dict):
@@ -187,8 +212,10 @@ class TrajectoryRecorder:
     def __init__(self) -> None:
         self.trajectory = Trajectory()
 
-    def start(self, obs: list[Message], info: dict[str, Any]) -> None:
+    def start(self, obs: list[Message], info: dict[str, Any], trajectory_id: str | None = None) -> None:
+        """Begin a new trajectory; ``trajectory_id`` names it (a fresh random id when None)."""
         self.trajectory = Trajectory(
+            **({} if trajectory_id is None else {"id": trajectory_id}),
             task_id=None if info.get("task_id") is None else str(info.get("task_id")),
             messages=list(obs),
             metadata={k: v for k, v in info.items() if k != "trajectory"},

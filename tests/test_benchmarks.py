@@ -43,3 +43,21 @@ def test_smoke_setting_runs_and_reports(script, tmp_path, shared_data):
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert result, done.stdout[-2000:]
     assert not (ROOT / "benchmarks" / "results" / "reward_schemes_smoke.md").exists()  # smoke never writes beside the measured
+
+
+@pytest.mark.slow
+def test_claims_report_only_and_one_cell_recomputed(tmp_path, shared_data):
+    """claims.py's stored results reprint without recomputing, and one named cell recomputes to the same held-out results."""
+    measured = run(["benchmarks/claims.py", "--smoke"], timeout=900, tmp_path=tmp_path)
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    lines = [line for line in measured.stdout.splitlines() if line.startswith("RESULT order_correction_kept=")]
+    reported = run(["benchmarks/claims.py", "--smoke", "--report-only"], timeout=300, tmp_path=tmp_path)
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    assert reported.stdout.splitlines() == [lines[-1]]  # the same line, nothing trained
+    assert "seeds=2" in lines[-1] and "commit=" in lines[-1]
+    cell = run(["benchmarks/claims.py", "--smoke", "--cell", "order_correction_kept:order_0.7_corrected:1"], timeout=900,
+               tmp_path=tmp_path)
+    assert cell.returncode == 0, cell.stderr[-3000:]
+    assert "identical=1" in cell.stdout, cell.stdout[-2000:]
+    wrong = run(["benchmarks/claims.py", "--smoke", "--cell", "order_correction_kept:order_0.7:9"], timeout=300, tmp_path=tmp_path)
+    assert wrong.returncode != 0 and "seeds [0, 1], not 9" in wrong.stderr

@@ -94,3 +94,33 @@ def test_group_env_spaces_batch_chat_observations():
     obs, _ = envs.reset(seed=0)
     assert envs.observation_space.contains(obs)
     assert envs.single_action_space.contains("any text ∑")
+
+
+@pytest.mark.parametrize("env_id", ["ToolUse-v0", "FunctionCall-v0", "RagSupport-v0"])
+def test_same_seed_and_actions_give_byte_identical_group_records(env_id, shared_data):
+    """Trajectory ids and tool-call ids come from the seed and the content, never from uuid4."""
+
+    def play() -> str:
+        envs = gym.make_vec(env_id, num_envs=2, group_size=2)
+        obs, info = envs.reset(seed=11)
+        tool = info["tools"][0][0]["function"]["name"] if info.get("tools") is not None else "search"
+        call = f'<tool_call>{{"name": "{tool}", "arguments": {{}}}}</tool_call>'
+        envs.step([call, "I cannot help with that."])
+        record = envs.unwrapped.group_trajectories(0).model_dump_json()
+        envs.close()
+        return record
+
+    first, second = play(), play()
+    assert first == second
+    assert '"id":"' in first
+
+
+def test_trajectory_ids_follow_the_reset_seed():
+    envs = gym.make_vec("Math-v0", num_envs=2, group_size=2)
+    envs.reset(seed=3)
+    seeded = [t.id for t in envs.unwrapped.group_trajectories(0).trajectories]
+    envs.reset(seed=4)
+    other = [t.id for t in envs.unwrapped.group_trajectories(0).trajectories]
+    envs.reset(seed=3)
+    again = [t.id for t in envs.unwrapped.group_trajectories(0).trajectories]
+    assert seeded == again and seeded != other and len(set(seeded)) == 2

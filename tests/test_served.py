@@ -283,3 +283,15 @@ def test_our_trainer_and_trls_rollout_play_on_two_servers(tmp_path, tiny_model_p
         assert urls == {first, second}
         logged = [row for row in grpo.state.log_history if "loss" in row]
         assert len(logged) == 2 and any("rubricgym/reward_components/ruler" in row for row in logged)
+
+
+def test_a_seeded_session_names_its_episodes_the_same_way_twice():
+    from rubricgym.app.serving import RubricgymEnvironment
+
+    first, second = RubricgymEnvironment("Math-v0"), RubricgymEnvironment("Math-v0")
+    first.reset(seed=5)
+    second.reset(seed=5)
+    assert first.state.episode_id == second.state.episode_id
+    first.reset()  # unseeded: the stream goes on, a new id
+    assert first.state.episode_id != second.state.episode_id
+    assert first.reset(seed=5) is not None and first.state.episode_id == second.state.episode_id

@@ -34,7 +34,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rubricgym.records import Group, TrajectoryRecorder
+from rubricgym.records import Group, SeededIds, TrajectoryRecorder
 
 
 class GroupVectorEnv(VectorEnv):
@@ -62,6 +62,7 @@ class GroupVectorEnv(VectorEnv):
         self._group_needs_reset = np.zeros(self.num_groups, dtype=bool)
         self._group_task_ids: list[str | None] = [None] * self.num_groups
         self.recorders = [TrajectoryRecorder() for _ in range(self.num_envs)]
+        self._trajectory_ids = SeededIds()  # reseeded by reset(seed=...): same seed, same trajectory ids
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -83,7 +84,7 @@ class GroupVectorEnv(VectorEnv):
             self._obs[i] = obs
             self._member_done[i] = False
             self._pending[i] = None
-            self.recorders[i].start(obs, info)
+            self.recorders[i].start(obs, info, trajectory_id=self._trajectory_ids.next())
             infos.append({**info, "active": True, "group": group})
         self._group_task_ids[group] = task_id
         self._group_needs_reset[group] = False
@@ -108,6 +109,7 @@ class GroupVectorEnv(VectorEnv):
             seeds = [None if s is None else int(s) for s in seed[:: self.group_size]]
         else:
             seeds = [None if seed is None else int(seed) + g * self.group_size for g in range(self.num_groups)]
+        self._trajectory_ids.reseed(seeds[0])
         infos: dict[str, Any] = {}
         for group in range(self.num_groups):
             task_id = task_ids[group] if task_ids is not None else options.get("task_id")

@@ -28,7 +28,6 @@ import os
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Iterator
-from uuid import uuid4
 
 import gymnasium as gym
 from openenv.core.env_server.http_server import create_app
@@ -37,7 +36,7 @@ from openenv.core.env_server.types import Action, ConcurrencyConfig, Environment
 from pydantic import Field
 
 import rubricgym  # noqa: F401  (registers the ids)
-from rubricgym.records import to_jsonable
+from rubricgym.records import SeededIds, to_jsonable
 from rubricgym.registration import ENVS
 
 #: info keys sent in the observation's own fields, not again in its metadata
@@ -85,10 +84,12 @@ class RubricgymEnvironment(Environment):
         self.env_id = env_id
         self.env = gym.make(env_id, disable_env_checker=True, **dict(env_kwargs or {}))
         self._state = ChatState(env_id=env_id)
+        self._episode_ids = SeededIds()  # reset(seed=...) reseeds it: a seeded session names its episodes the same way twice
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> ChatObservation:
         obs, info = self.env.reset(seed=seed, options={k: v for k, v in options.items() if v is not None} or None)
-        self._state = ChatState(episode_id=episode_id or str(uuid4()), env_id=self.env_id,
+        self._episode_ids.reseed(seed)
+        self._state = ChatState(episode_id=episode_id or self._episode_ids.next(), env_id=self.env_id,
                                 task_id=None if info.get("task_id") is None else str(info["task_id"]))
         return self._observation(obs, info, reward=None, done=False, truncated=False)
 
