@@ -21,7 +21,7 @@ from math_verify import parse, verify
 from tqdm import tqdm
 
 import rubricgym  # noqa: F401
-from rubricgym.envs.math.grader import _decide  # the cached core of answers_match
+from rubricgym.envs.math.grader import VERDICTS  # the verdict cache of answers_match
 from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 
 
@@ -65,9 +65,9 @@ def main() -> None:
 
     bare_times, env_times = [], []
     for _ in tqdm(range(args.rounds), desc="rounds"):
-        _decide.cache_clear()  # every round decides afresh
+        VERDICTS.clear()  # every round decides afresh
         bare_times.append(time_bare(pairs))
-        _decide.cache_clear()  # every round decides afresh
+        VERDICTS.clear()  # every round decides afresh
         env_times.append(time_env(env, pairs, task_ids))
     bare, ours = statistics.median(bare_times), statistics.median(env_times)
     print(f"dataset={args.dataset} replies={len(pairs)} rounds={args.rounds}")

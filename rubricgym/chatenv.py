@@ -229,6 +229,8 @@ class ChatEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """``options``: ``task_id`` picks the task (same id, same scenario); families may read more."""
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"options must be a dict such as {{'task_id': ...}} or None, got {type(options).__name__}")
         super().reset(seed=seed)
         options = options or {}
         if options.get("task_id") is not None:

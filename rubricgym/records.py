@@ -234,7 +234,8 @@ class TrajectoryRecorder:
         traj.transitions.append(
             Transition(
                 obs=traj.messages,
-                action=action if isinstance(action, (str, dict)) else repr(action),
+                # a dict's keys as strings (a non-string key is a malformed action, recorded as sent)
+                action=action if isinstance(action, str) else to_jsonable(action) if isinstance(action, dict) else repr(action),
                 reward=float(reward),
                 next_obs=list(next_obs),
                 terminated=bool(terminated),

@@ -103,10 +103,12 @@ def test_step_survives_anything(name, shared_data, request):
         if reset or base.task is None:
             env.reset(seed=seed)
         ended = base._ended and stage_of(env) != "rubricator"  # the rubricator's turn comes after the env's end
-        start = time.perf_counter()
+        # CPU time, not wall time: bounded work is what is tested, and a loaded machine must not fail it
+        # (the grader's own checks run in its worker under a CPU budget of their own)
+        start = time.process_time()
         obs, reward, terminated, truncated, info = env.step(action)
-        elapsed = time.perf_counter() - start
-        assert elapsed < 5.0, f"step took {elapsed:.2f}s"
+        spent = time.process_time() - start
+        assert spent < 5.0, f"step used {spent:.2f} s of CPU"
         assert env.observation_space.contains(obs)
         assert isinstance(reward, float) and math.isfinite(reward)
         assert isinstance(info["reward_components"], dict)

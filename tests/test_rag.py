@@ -122,9 +122,9 @@ def test_agentic_search_then_answer():
 def test_bad_search_calls_give_clear_observations(arguments, fragment):
     env = gym.make("RagSupport-v0", mode="agentic")
     env.reset(options={"task_id": "Q001"})
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: bounded work is tested, not the machine's load
     obs, reward, terminated, truncated, info = env.step(SEARCH % json.dumps(arguments))
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert not terminated and fragment in obs[-1]["content"] and fragment in info["error"]
 
 

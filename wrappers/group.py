@@ -43,7 +43,9 @@ class GroupVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], group_size: int):
-        if group_size < 1 or len(env_fns) % group_size:
+        if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)):
+            raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
+        if not env_fns or group_size < 1 or len(env_fns) % group_size:
             raise ValueError(f"num_envs ({len(env_fns)}) must be a positive multiple of group_size ({group_size})")
         self.envs = [fn() for fn in env_fns]
         self.num_envs = len(self.envs)
@@ -101,14 +103,21 @@ class GroupVectorEnv(VectorEnv):
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None):
         """Reset every group. ``options``: ``{"task_ids": [...]}`` (one per group) or ``{"task_id": id}``."""
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"options must be a dict such as {{'task_ids': [...]}} or None, got {type(options).__name__}")
         options = options or {}
         task_ids = options.get("task_ids")
-        if task_ids is not None and len(task_ids) != self.num_groups:
-            raise ValueError(f"task_ids needs one id per group ({self.num_groups}), got {len(task_ids)}")
+        if task_ids is not None and (isinstance(task_ids, (str, bytes)) or not isinstance(task_ids, Sequence)
+                                     or len(task_ids) != self.num_groups):
+            raise ValueError(f"task_ids needs a list of one id per group ({self.num_groups}), got {task_ids!r:.80}")
         if isinstance(seed, (list, tuple, np.ndarray)):
+            if len(seed) != self.num_envs or not all(s is None or _is_int(s) for s in seed):
+                raise ValueError(f"seed as a list needs one int (or None) per sub-env ({self.num_envs}), got {seed!r:.80}")
             seeds = [None if s is None else int(s) for s in seed[:: self.group_size]]
-        else:
+        elif seed is None or _is_int(seed):
             seeds = [None if seed is None else int(seed) + g * self.group_size for g in range(self.num_groups)]
+        else:
+            raise ValueError(f"seed must be an int, None or a list of one per sub-env, got {seed!r:.80}")
         self._trajectory_ids.reseed(seeds[0])
         infos: dict[str, Any] = {}
         for group in range(self.num_groups):
@@ -128,7 +137,7 @@ class GroupVectorEnv(VectorEnv):
         for group in range(self.num_groups):
             if self._group_needs_reset[group]:  # NEXT_STEP autoreset: this step only resets
                 for i, info in zip(self.members(group), self._reset_group(group, None, None)):
-                    member_infos[i] = info
+                    member_infos[i] = {**info, "active": False}  # this step's actions were not applied
                 continue
             for i in self.members(group):
                 if self._member_done[i]:
@@ -169,9 +178,16 @@ class GroupVectorEnv(VectorEnv):
         return [env.render() for env in self.envs]
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def make_group_vector_env(env_id: str, num_envs: int = 1, group_size: int = 1, **kwargs: Any) -> GroupVectorEnv:
     """Build the group vector env of ``env_id`` (what ``gym.make_vec(env_id, ...)`` calls)."""
     kwargs.pop("max_episode_steps", None)
+    for name, value in (("num_envs", num_envs), ("group_size", group_size)):
+        if not _is_int(value) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
     def make_member() -> gym.Env:
         return gym.make(env_id, disable_env_checker=True, **deepcopy(kwargs))

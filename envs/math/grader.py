@@ -18,7 +18,8 @@ import logging
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+import threading
+from collections import OrderedDict
 
 from rubricgym.timeouts import CPUTimeExceeded, WorkerTimeout, shared_worker
 
@@ -166,7 +167,7 @@ def answer_verdict(gold: str, predicted: str, timeout_s: float = 3.0) -> bool | 
         (True, False)
     """
     try:
-        return _decide(gold, predicted, timeout_s)
+        return _cached_decide(gold, predicted, timeout_s)
     except Undecided:
         return None
 
@@ -182,7 +183,74 @@ def answers_match(gold: str, predicted: str, timeout_s: float = 3.0) -> bool:
     return answer_verdict(gold, predicted, timeout_s) is True
 
 
-@lru_cache(maxsize=65_536)  # exceptions (Undecided) are never cached
+VERDICT_CACHE_CHARS = 8_000_000
+"""Characters of (gold, answer) pairs the verdict cache keeps (about 8-16 MB of keys, whatever the answers)."""
+
+
+class VerdictCache:
+    """Least-recently-used verdicts, bounded by the characters of their keys, not their count: a
+    cache of 65,536 whole answers held GBs when a client sent long ones. Answers longer than
+    :data:`MAX_ANSWER_CHARS` are decided without being kept. Thread-safe; the check itself runs
+    outside the lock.
+
+    Examples:
+        >>> cache = VerdictCache(max_chars=10)
+        >>> cache.put(("1", "1", 3.0), True); cache.put(("2", "22", 3.0), False); cache.get(("1", "1", 3.0))
+        True
+        >>> cache.put(("3", "3333333", 3.0), True)  # 12 characters with the others: the oldest goes
+        >>> cache.get(("2", "22", 3.0)), cache.chars
+        (None, 10)
+    """
+
+    def __init__(self, max_chars: int = VERDICT_CACHE_CHARS) -> None:
+        self.max_chars, self.chars = max_chars, 0
+        self._entries: OrderedDict[tuple[str, str, float], bool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def size(key: tuple[str, str, float]) -> int:
+        return len(key[0]) + len(key[1])
+
+    def get(self, key: tuple[str, str, float]) -> bool | None:
+        with self._lock:
+            if key not in self._entries:
+                return None
+            self._entries.move_to_end(key)
+            return self._entries[key]
+
+    def put(self, key: tuple[str, str, float], verdict: bool) -> None:
+        if self.size(key) > self.max_chars:
+            return
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = verdict
+            self.chars += self.size(key)
+            while self.chars > self.max_chars:
+                old, _ = self._entries.popitem(last=False)
+                self.chars -= self.size(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.chars = 0
+
+
+VERDICTS = VerdictCache()
+
+
+def _cached_decide(gold: str, predicted: str, timeout_s: float) -> bool:
+    """:func:`_decide` through :data:`VERDICTS` (an undecided check raises and is never kept)."""
+    if len(predicted) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
+        return _decide(gold, predicted, timeout_s)  # decided (cheaply, see _decide) but never kept
+    key = (gold, predicted, float(timeout_s))
+    verdict = VERDICTS.get(key)
+    if verdict is None:
+        verdict = _decide(gold, predicted, timeout_s)
+        VERDICTS.put(key, verdict)
+    return verdict
+
+
 def _decide(gold: str, predicted: str, timeout_s: float) -> bool:
     gold_norm, predicted_norm = _normalise(gold), _normalise(predicted)
     if PERCENT.sub("", gold_norm) == PERCENT.sub("", predicted_norm):  # "-1\\%" answers "-1" (and "-1%")

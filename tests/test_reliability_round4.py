@@ -1,0 +1,80 @@
+"""Reliability, round four (issue #53): bounded grader memory, the group env's last crash class,
+options and seeds checked where they are given."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rubricgym  # noqa: F401
+
+
+def test_long_distinct_answers_never_fill_the_verdict_cache():
+    from rubricgym.envs.math import grader
+
+    grader.VERDICTS.clear()
+    for i in range(150):  # what a hostile client sent: 150 distinct 200k-character answers
+        assert grader.answer_verdict("4", f"{i}" + "x" * 200_000) is False
+    assert grader.VERDICTS.chars == 0
+    for i in range(2_000):  # short ones are kept, within the cache's character budget
+        grader.answer_verdict("4", str(i))
+    assert 0 < grader.VERDICTS.chars <= grader.VERDICT_CACHE_CHARS
+    assert grader.answer_verdict("4", "4") is True  # and still right
+
+
+def test_the_verdict_cache_evicts_by_characters_not_entries():
+    from rubricgym.envs.math.grader import MAX_ANSWER_CHARS, VerdictCache
+
+    cache = VerdictCache(max_chars=10 * MAX_ANSWER_CHARS)
+    for i in range(100):
+        cache.put(("1", f"{i:04d}" + "y" * (MAX_ANSWER_CHARS - 5), 3.0), False)
+    assert cache.chars <= 10 * MAX_ANSWER_CHARS and len(cache._entries) == 10
+    assert cache.get(("1", "0099" + "y" * (MAX_ANSWER_CHARS - 5), 3.0)) is False  # the newest stay
+    assert cache.get(("1", "0000" + "y" * (MAX_ANSWER_CHARS - 5), 3.0)) is None
+
+
+@pytest.mark.parametrize("action", [{1: 2}, {None: "x", "name": "calculator"}, {(1, 2): [3]}])
+def test_a_dict_action_with_non_string_keys_is_a_malformed_action_not_a_crash(action):
+    envs = gym.make_vec("Math-v0", num_envs=2, group_size=2)
+    envs.reset(seed=0)
+    obs, rewards, terminated, truncated, info = envs.step([action, "\\boxed{1}"])
+    assert np.isfinite(rewards).all()
+    record = envs.unwrapped.group_trajectories(0).trajectories[0]
+    assert all(isinstance(k, str) for k in record.transitions[0].action)
+    record.model_dump_json()  # the record still serialises
+
+
+@pytest.mark.parametrize("options", ["x", [1], 5])
+def test_reset_options_that_are_not_a_dict_are_refused_clearly(options):
+    env = gym.make("Math-v0")
+    with pytest.raises(ValueError, match="options must be a dict"):
+        env.reset(options=options)
+    envs = gym.make_vec("Math-v0", num_envs=2, group_size=2)
+    with pytest.raises(ValueError, match="options must be a dict"):
+        envs.reset(options=options)
+
+
+@pytest.mark.parametrize("kwargs, knob", [({"num_envs": 0}, "num_envs"), ({"num_envs": -2}, "num_envs"),
+                                          ({"num_envs": 2, "group_size": 0}, "group_size"),
+                                          ({"num_envs": "2"}, "num_envs"), ({"num_envs": 2, "group_size": 1.5}, "group_size")])
+def test_group_env_sizes_are_checked_when_it_is_made(kwargs, knob):
+    with pytest.raises(ValueError, match=knob):
+        gym.make_vec("Math-v0", **kwargs)
+
+
+@pytest.mark.parametrize("reset_kwargs, words", [({"seed": [1]}, "one int"), ({"seed": "3"}, "seed must be"),
+                                                 ({"seed": 1.5}, "seed must be"), ({"options": {"task_ids": 5}}, "task_ids"),
+                                                 ({"options": {"task_ids": "ab"}}, "task_ids")])
+def test_group_env_seeds_and_task_ids_are_checked_at_reset(reset_kwargs, words):
+    envs = gym.make_vec("Math-v0", num_envs=2, group_size=2)
+    with pytest.raises(ValueError, match=words):
+        envs.reset(**reset_kwargs)
+    envs.reset(seed=[4, 5])  # one per sub-env is fine
+    envs.reset(seed=np.int64(4))
+
+
+def test_the_autoreset_step_reports_its_members_inactive():
+    envs = gym.make_vec("Math-v0", num_envs=2, group_size=2)
+    envs.reset(seed=0)
+    envs.step(["\\boxed{1}", "\\boxed{2}"])  # single-turn: the group ends
+    _, rewards, _, _, info = envs.step(["ignored", "ignored"])  # NEXT_STEP autoreset: actions not applied
+    assert not info["active"].any() and (rewards == 0).all()
