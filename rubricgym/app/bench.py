@@ -433,7 +433,8 @@ def _run_bench(config: BenchConfig, saved: dict, rows: list[dict[str, Any]], cur
         reused = {row.name: _reusable(saved, env_id, row, config) for row in selected}
         before = next(([bool(x) for x in found[0]["before_solved"]] for found in reused.values() if found), None)
         cells: list[tuple[BenchRow | None, int]] = [] if before is not None else [(None, config.seeds[0])]
-        cells += [(row, seed) for row in selected if reused[row.name] is None for seed in config.seeds]
+        # seed by seed: a run cut short holds whole seeds of every row, which pair up (a claim needs pairs)
+        cells += [(row, seed) for seed in config.seeds for row in selected if reused[row.name] is None]
         results = dict(zip([(None if row is None else row.name, seed) for row, seed in cells],
                            run_cells(env_id, cells, config, backend, progress)))
         if before is None:
