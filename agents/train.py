@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rubricgym.envs.served import served_variant
+from rubricgym.openenv.client import served_variant
 from rubricgym.registration import check_env_kwargs, default_env, held_out, training_kwargs, with_judge_correction
 
 from . import distributed

@@ -34,7 +34,7 @@ from rubricgym.testing.hostile import ESCAPES, FaultyJudge, FuzzReport, fuzz_env
 from rubricgym.llm import LLM, LLMConfig  # noqa: E402
 from rubricgym.registration import scheme_of  # noqa: E402
 from rubricgym.sandbox import run_python  # noqa: E402
-from rubricgym.app.serving import make_app, serve_in_thread  # noqa: E402
+from rubricgym.openenv.server import make_app, serve_in_thread  # noqa: E402
 from rubricgym.spaces import ChatSpace  # noqa: E402
 from rubricgym.app.flags import add_smoke_flag  # noqa: E402
 

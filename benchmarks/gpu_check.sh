@@ -7,9 +7,6 @@
 # of the default model's (the default model's GGUF is too large to carry to a bare machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# with a non-editable install the repo root's rubricgym/ folder (without envs/, agents/ mapped in)
-# would shadow the installed package for `python -`
-export PYTHONSAFEPATH=1
 python - <<'PY'
 import os, time, json
 import torch, gymnasium as gym

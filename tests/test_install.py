@@ -1,13 +1,15 @@
-"""A non-editable install used from the repository root: Python started there imports the
-checkout's source folder `rubricgym/` (a script's or `-c`'s folder is first on sys.path), which
-lacks the folders package-dir maps in (envs, wrappers, agents, integrations). It must still work."""
+"""A non-editable install used from the repository root: Python started there puts the root first
+on sys.path, and nothing there is named ``rubricgym`` (the kernel is under ``src/``), so it imports
+the install, with the folders package-dir maps in (envs, wrappers, agents)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,15 @@ print("OK", len(rubricgym.ENVS))
 @pytest.mark.slow
 def test_a_non_editable_install_works_from_the_repository_root(tmp_path):
     target = tmp_path / "site"
-    build = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(ROOT)]
+    # built from a copy: setuptools writes rubricgym.egg-info into the tree it builds, and one left at
+    # the checkout's root would shadow the real install's entry points for every later process there
+    source = tmp_path / "source"
+    source.mkdir()
+    layout = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for name in {"pyproject.toml", "README.md", *(folder.split("/")[0] for folder in layout.values())}:
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+        copy(ROOT / name, source / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if (ROOT / name).is_dir() else {}))
+    build = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(source)]
     done = subprocess.run(build, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (target / "rubricgym" / "envs" / "math" / "__init__.py").is_file()  # the wheel maps the folders in
@@ -37,5 +47,6 @@ def test_a_non_editable_install_works_from_the_repository_root(tmp_path):
     run = subprocess.run([sys.executable, "-S", "-c", CHECK], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     first, last = run.stdout.strip().splitlines()[0], run.stdout.strip().splitlines()[-1]
-    assert Path(first).resolve().parent == ROOT / "rubricgym"  # the trap: the source folder shadows the install
+    assert Path(first).resolve().parent == (target / "rubricgym").resolve()  # the install, not the checkout
     assert last.startswith("OK")
+    assert not list(ROOT.glob("*.egg-info")), "the build wrote into the checkout"

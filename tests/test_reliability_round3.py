@@ -24,7 +24,7 @@ HUGE = "9" * 5000
 @pytest.fixture(scope="module")
 def served_math():
     """Math-v0 with the calculator over OpenEnv: what `OpenEnv-v0` (the family that plays a server) plays here."""
-    from rubricgym.app.serving import make_app, serve_in_thread
+    from rubricgym.openenv.server import make_app, serve_in_thread
 
     with serve_in_thread(make_app("Math-v0", tools=["calculator"])) as url:
         yield url

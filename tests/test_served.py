@@ -17,7 +17,7 @@ from conftest import require
 require("openenv", "openenv")
 
 import rubricgym  # noqa: E402,F401
-from rubricgym.app.serving import make_app, serve_in_thread  # noqa: E402
+from rubricgym.openenv.server import make_app, serve_in_thread  # noqa: E402
 from rubricgym.testing.loopback import free_port, server_process  # noqa: E402
 
 from judges import scripted_judge  # noqa: E402
@@ -171,7 +171,7 @@ def test_rubricgym_serve_command_and_hostile_clients(tmp_path):
 
 
 def test_a_server_restart_mid_episode_replays_the_episode():
-    from rubricgym.app.serving import serve_in_thread as serve
+    from rubricgym.openenv.server import serve_in_thread as serve
 
     kwargs = {"levels": (1,), "tools": ["calculator"]}
     local = gym.make("Math-v0", **kwargs)
@@ -204,7 +204,7 @@ def test_the_container_manifest_passes_openenv_validation():
     folder = Path(__file__).resolve().parents[1] / "deploy" / "openenv"
     report = subprocess.run([OPENENV_CLI, "validate", str(folder), "--level", "static"], capture_output=True, text=True, timeout=300)
     assert "Verdict: PASS" in report.stdout, report.stdout + report.stderr
-    assert "rubricgym.app.serving import app_from_environ" in (folder / "server" / "app.py").read_text()
+    assert "rubricgym.openenv.server import app_from_environ" in (folder / "server" / "app.py").read_text()
 
 
 def test_sessions_spread_over_several_servers():
@@ -223,7 +223,7 @@ def test_served_variant_plays_a_runs_episodes_on_its_servers_and_refuses_the_wro
     """`env_servers` (train / bench / EnvRollout): the run's id becomes OpenEnv-v0 with its scheme on
     the servers, family knobs left to them; a server of another env, a scheme that needs its family
     in process, or a dead server is refused before any model work."""
-    from rubricgym.envs.served import served_variant
+    from rubricgym.openenv.client import served_variant
 
     with serve_in_thread(make_app("Math-v0", levels=(1,))) as first, serve_in_thread(make_app("Math-v0", levels=(1,))) as second, \
             serve_in_thread(make_app("WordSort-v0")) as other:
@@ -286,7 +286,7 @@ def test_our_trainer_and_trls_rollout_play_on_two_servers(tmp_path, tiny_model_p
 
 
 def test_a_seeded_session_names_its_episodes_the_same_way_twice():
-    from rubricgym.app.serving import RubricgymEnvironment
+    from rubricgym.openenv.server import RubricgymEnvironment
 
     first, second = RubricgymEnvironment("Math-v0"), RubricgymEnvironment("Math-v0")
     first.reset(seed=5)

@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+CHECKOUT_ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root when rubricgym runs from a checkout (this file is ``src/rubricgym/data.py``);
+from an installed wheel, the folder above site-packages, where nothing of the checkout's is found."""
+
 
 class DatasetLoadError(RuntimeError):
     """A dataset could not be loaded; the message says what was tried and what to do."""
@@ -82,7 +86,7 @@ def user_data_dir() -> Path:
 def data_dirs() -> list[Path]:
     """The data folders present on this machine, searched in this order."""
     candidates = [Path(os.environ["RUBRICGYM_DATA_DIR"])] if os.environ.get("RUBRICGYM_DATA_DIR") else []
-    candidates += [Path.cwd().parent / "shared" / "data", Path(__file__).resolve().parents[2] / "shared" / "data",
+    candidates += [Path.cwd().parent / "shared" / "data", CHECKOUT_ROOT.parent / "shared" / "data",
                    user_data_dir()]
     unique: list[Path] = []
     for candidate in candidates:

@@ -36,7 +36,7 @@ import numpy as np
 
 import rubricgym  # noqa: F401  (registers the ids)
 from rubricgym.integrations.transcript import TokenTranscript
-from rubricgym.envs.served import served_variant
+from rubricgym.openenv.client import served_variant
 from rubricgym.registration import check_env_kwargs, default_env, training_kwargs
 
 #: token ids, their log-probs and the decoded text of one sampled turn

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rubricgym.data import CHECKOUT_ROOT
+
 TOOL_NAMES = ("calculator", "search", "python", "issue_refund", "get_order", "find_customer", "nope", "")
 NUMBERS = (0, -1, 2**63, 10**30, -(10**300), 1e-300, 1e308, float("nan"), float("inf"), -0.0, 3.5, True, None)
 
@@ -222,7 +224,7 @@ class FaultyJudge:
 
 DISARM = "_denied = (); _cwd = '/'; _ro = ('/',)\n"
 
-_PROJECT_README = str(Path(__file__).resolve().parents[2] / "README.md")
+_PROJECT_README = str(CHECKOUT_ROOT / "README.md")
 # the README's marker is a line of its content, never part of its path (a checkout is often in a folder
 # named rubricgym, which the sandbox's own "no such file" message may echo)
 _SECRETS = {"/etc/shadow": "root:", "/etc/passwd": "root:x:0", "/root/.bashrc": "PS1", "/proc/1/environ": "HOME=/root",

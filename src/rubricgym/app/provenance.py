@@ -16,7 +16,6 @@ import json
 import subprocess
 from functools import lru_cache
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 PACKAGES = ("numpy", "peft", "rubricgym", "torch", "transformers", "trl")
@@ -33,7 +32,7 @@ def config_hash(config: Any) -> str:
 def code_version() -> str:
     """The checkout's commit, with ``+dirty:<hash of the diff>`` when tracked files differ from it;
     ``unknown`` outside a git checkout (an installed wheel: its version is in :func:`package_versions`)."""
-    root = Path(__file__).resolve().parents[2]
+    from rubricgym.data import CHECKOUT_ROOT as root
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=True).stdout

@@ -392,8 +392,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-#: ``rubricgym bench --quick``: a small budget that finishes in under 10 minutes on CPU
-QUICK_BENCH = {"steps": 2, "groups_per_step": 1, "group_size": 4, "eval_tasks": 16, "judge_max_tokens": 300,
+#: ``rubricgym bench --quick``: a small budget, 3 seeds (the fewest a claim can rest on)
+QUICK_BENCH = {"seeds": (0, 1, 2), "steps": 2, "groups_per_step": 1, "group_size": 4, "eval_tasks": 16, "judge_max_tokens": 300,
                "judge_max_fixes": 1}
 #: ``rubricgym bench --smoke``: seconds, a simulated judge, results in a scratch folder (CI runs it)
 SMOKE_BENCH = {"schemes": ("ruler",), "steps": 1, "groups_per_step": 1, "group_size": 2,
@@ -404,7 +404,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one registered id as an OpenEnv environment server until interrupted."""
     import uvicorn
 
-    from rubricgym.app.serving import make_app
+    from rubricgym.openenv.server import make_app
 
     env_id = args.env_id
     app = make_app(env_id, max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None,
@@ -612,7 +612,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                        formatter_class=formatter)
     p.add_argument("--judge", default="local", help="judge / verifier model ('local' = the in-process default model, "
                    "'local:<checkpoint>' = a trained judge)")
-    p.add_argument("--quick", action="store_true", help="a small budget that finishes in under 10 minutes on CPU: "
+    p.add_argument("--quick", action="store_true", help="a small budget over 3 seeds (add --workers 2 to fan out; "
+                   "its time on a 2-core CPU is in docs/bench.md): "
                    + ", ".join(f"{k}={v}" for k, v in QUICK_BENCH.items()))
     p.add_argument("--smoke", action="store_true", help="seconds, for CI: judge oracle:1.0, "
                    + ", ".join(f"{k}={v}" for k, v in SMOKE_BENCH.items()) + "; results in a scratch folder")
