@@ -78,3 +78,25 @@ def test_the_autoreset_step_reports_its_members_inactive():
     envs.step(["\\boxed{1}", "\\boxed{2}"])  # single-turn: the group ends
     _, rewards, _, _, info = envs.step(["ignored", "ignored"])  # NEXT_STEP autoreset: actions not applied
     assert not info["active"].any() and (rewards == 0).all()
+
+
+def test_a_broken_plugin_warns_and_is_skipped(tmp_path, monkeypatch):
+    """Another package's entry point that fails to import, or whose register() raises, never breaks rubricgym."""
+    import sys
+
+    from rubricgym.registration import ENVS, register_envs
+
+    dist = tmp_path / "broken_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[rubricgym.envs]\nmissing = no_such_module_anywhere:register\n"
+                                           "raising = broken_plugin_mod:register\n[rubricgym.schemes]\nbad = no_such_module_anywhere:X\n")
+    (tmp_path / "broken_plugin_mod.py").write_text("def register():\n    raise RuntimeError('plugin bug')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = dict(ENVS)
+    with pytest.warns(RuntimeWarning) as caught:
+        register_envs()
+    text = " ".join(str(w.message) for w in caught)
+    assert "no_such_module_anywhere" in text and "plugin bug" in text and "'bad'" in text
+    assert ENVS == before  # every real family still registered, nothing half-registered
+    sys.modules.pop("broken_plugin_mod", None)

@@ -236,9 +236,34 @@ def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
         cls.check_kwargs(env_kwargs)
 
 
+def _load_plugin(entry: Any) -> Any:
+    """An entry point's object, or None with a warning when it fails: a broken plugin of another
+    package must not break ``import rubricgym`` (its ids are missing, and the warning says why)."""
+    try:
+        return entry.load()
+    except Exception as error:  # any import-time failure of someone else's package
+        import warnings
+
+        warnings.warn(f"rubricgym: entry point {entry.name!r} ({entry.value}, group {entry.group}) failed to load "
+                      f"and is skipped: {type(error).__name__}: {error}", RuntimeWarning, stacklevel=3)
+        return None
+
+
 def register_envs() -> None:
-    """Register every scheme, then every family, named under the entry points (idempotent)."""
+    """Register every scheme, then every family, named under the entry points (idempotent); an
+    entry point that fails to load (or whose ``register()`` raises) warns and is skipped."""
     for entry in entry_points(group="rubricgym.schemes"):
-        register_scheme(entry.load())
+        scheme = _load_plugin(entry)
+        if scheme is not None:
+            register_scheme(scheme)
     for entry in entry_points(group="rubricgym.envs"):
-        entry.load()()
+        register = _load_plugin(entry)
+        if register is None:
+            continue
+        try:
+            register()
+        except Exception as error:
+            import warnings
+
+            warnings.warn(f"rubricgym: the register() of entry point {entry.name!r} ({entry.value}) raised and its ids "
+                          f"are skipped: {type(error).__name__}: {error}", RuntimeWarning, stacklevel=2)
