@@ -133,6 +133,24 @@ def test_three_seeds_give_few_seed_statistics_and_cells_are_reused_only_with_the
     assert trained  # nothing stored matched: trained again
 
 
+def test_a_run_with_more_seeds_keeps_the_cells_of_a_run_with_fewer(tmp_path, tiny_model_path, monkeypatch):
+    """A cell is one row and one seed: its identity does not include the run's other seeds, so
+    going from 1 seed to 2 trains only the new seed, and the kept seed's results are the same."""
+    from rubricgym.app import bench
+    from rubricgym.app.bench import BenchConfig, run_bench
+
+    config = BenchConfig(envs=("Math-v0",), schemes=("rlvr",), steps=1, group_size=2, groups_per_step=1, eval_tasks=3,
+                         max_new_tokens=6, seeds=(0,), output_dir=str(tmp_path), command="t", results_name="one",
+                         model=tiny_model_path, resamples=200, judge="oracle:1.0")
+    first = run_bench(config, progress=False)
+    trained = []
+    real_train = bench._train_scheme
+    monkeypatch.setattr(bench, "_train_scheme", lambda *a, **k: trained.append((a[1].name, a[2])) or real_train(*a, **k))
+    second = run_bench(BenchConfig(**{**config.__dict__, "seeds": (0, 1), "results_name": "two"}), progress=False)
+    assert trained == [("rlvr", 1)]
+    assert second[0]["solved"][0] == first[0]["solved"][0]
+
+
 def test_two_ray_workers_give_the_sequential_results_and_a_stopped_run_resumes(tmp_path, tiny_model_path, monkeypatch):
     """The seeds x schemes grid fanned out over 2 Ray workers equals the one-process run cell for
     cell; finished cells are kept, so a run that lost one cell computes that cell alone."""

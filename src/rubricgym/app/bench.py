@@ -303,10 +303,11 @@ def _reusable(saved: dict, env_id: str, row: BenchRow, config: BenchConfig) -> t
     return (earlier, curves) if same else None
 
 
-def row_provenance(env_id: str, row: BenchRow, config: BenchConfig) -> dict[str, Any]:
+def row_provenance(env_id: str, row: BenchRow, config: BenchConfig, seeds: tuple[int, ...] | None = None) -> dict[str, Any]:
     """The commit, config hash and package versions of one row (all its seeds): everything that
     decides its numbers is in the hashed config (the judge settings only for rows whose scheme
-    takes a judge: RLVR's row is the same under any judge)."""
+    takes a judge: RLVR's row is the same under any judge). ``seeds`` replaces the run's seeds in the hash
+    (one cell's own seed: a cell does not depend on which other seeds its run has)."""
     scheme = scheme_of(row.env_id)
     judged = {}
     if scheme is not None and scheme.judge_knob:
@@ -318,7 +319,7 @@ def row_provenance(env_id: str, row: BenchRow, config: BenchConfig) -> dict[str,
                   "judge_correction": config.judge_correction}
     return provenance({"suite": env_id, "row": row.name, "env": row.env_id, "knobs": row.knobs, "adapter": row.adapter,
                        "model": config.model, "budget": config.budget(env_id), "steps": config.steps,
-                       "seeds": list(config.seeds), "eval_tasks": config.eval_tasks, "env_kwargs": config.env_kwargs,
+                       "seeds": list(config.seeds if seeds is None else seeds), "eval_tasks": config.eval_tasks, "env_kwargs": config.env_kwargs,
                        "cell_threads": config.cell_threads, **judged})
 
 
@@ -352,7 +353,9 @@ def run_cell(env_id: str, row: BenchRow | None, seed: int, config: BenchConfig, 
 
 def _cell_path(config: BenchConfig, env_id: str, row: BenchRow | None, seed: int) -> tuple[Path, dict[str, Any]]:
     name = "before" if row is None else row.name
-    where = provenance({"cell": [env_id, name, seed], "row": None if row is None else row_provenance(env_id, row, config)["config_hash"],
+    # one seed's cell: the row's settings without the run's list of seeds (a 5-seed run reuses a 3-seed run's cells)
+    settings = None if row is None else row_provenance(env_id, row, config, seeds=(seed,))["config_hash"]
+    where = provenance({"cell": [env_id, name, seed], "row": settings,
                         "model": config.model, "eval_tasks": config.eval_tasks, "env_kwargs": config.env_kwargs,
                         "budget": config.budget(env_id), "cell_threads": config.cell_threads})
     safe = f"{env_id}-{name}-s{seed}".replace("/", "_").replace("+", "_plus_")
