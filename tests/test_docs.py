@@ -7,6 +7,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import pkgutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,10 @@ import rubricgym
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# modules that need an optional trainer at import time are still doctested: CI installs every extra
-SUBPACKAGES = ("llm", "judges", "app", "testing", "envs", "wrappers", "agents", "integrations")
+# modules that need an optional trainer at import time are still doctested: CI installs every extra;
+# the subpackages are pyproject's (the one declaration of the layout)
+SUBPACKAGES = tuple(name.split(".")[1] for name in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+                    if name.count(".") == 1)
 
 
 def _modules() -> list[str]:
