@@ -100,3 +100,25 @@ def test_a_broken_plugin_warns_and_is_skipped(tmp_path, monkeypatch):
     assert "no_such_module_anywhere" in text and "plugin bug" in text and "'bad'" in text
     assert ENVS == before  # every real family still registered, nothing half-registered
     sys.modules.pop("broken_plugin_mod", None)
+
+
+@pytest.mark.parametrize("env_id, knobs, named", [
+    ("Math-v0", {"incorrect_reward": float("nan")}, "incorrect_reward"),
+    ("Math-v0", {"format_weight": float("inf")}, "format_weight"),
+    ("RagSupport-v0", {"weights": {"f1": float("inf")}}, "weights"),
+    ("Math-v0", {"levels": ["a"]}, "levels"),
+    ("ToolUse-v0", {"max_turns": "5"}, "max_turns"),
+    ("WordSort-v0", {"num_tasks": 2.5}, "num_tasks"),
+    ("OpenEnv-v0", {"system_prompt": 5, "url": "http://127.0.0.1:9"}, "system_prompt"),
+])
+def test_a_knob_of_the_wrong_type_or_not_finite_is_refused_at_make(env_id, knobs, named):
+    """Checked where the config is made, naming the knob and what it takes, never steps later."""
+    with pytest.raises(ValueError, match=rf"\.{named} must be"):
+        gym.make(env_id, **knobs)
+
+
+def test_a_config_object_of_another_class_is_refused():
+    from rubricgym.envs.tools.tool_use import ToolUseConfig
+
+    with pytest.raises(TypeError, match="config must be a MathEnvConfig"):
+        gym.make("Math-v0", config=ToolUseConfig())
