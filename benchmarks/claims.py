@@ -130,8 +130,11 @@ def profile_path(judge: str, groups: int) -> str:
     folder = RESULTS / "claims_profiles"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{judge.removeprefix('oracle:').replace('=', '').replace(',', '_')}-{hashlib.sha256(text.encode()).hexdigest()[:10]}.json"
-    if not path.is_file():
-        path.write_text(text)
+    if not path.is_file():  # the name hashes the profile alone; the file also says where it came from
+        from rubricgym.app.provenance import provenance
+
+        where = provenance({"judge": judge, "groups": "math", "limit": groups})
+        path.write_text(json.dumps({**json.loads(text), "provenance": where}, indent=1, sort_keys=True))
     return os.path.relpath(path, HERE.parent) if path.is_relative_to(HERE.parent) else str(path)
 
 
