@@ -250,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     adapter = coldstart["checkpoint"]
     every = {"rlvr": BenchRow("rlvr", "Math-v0"),
+             "random": BenchRow("random", "MathRandom-v0"),  # the control (benchmarks/claims.py runs it beside its rows)
              # the control: the cold start's rows hold the right answers to the train tasks, so the
              # cold start alone may teach the sums; RLVR from the same adapter separates the two
              "rlvr+coldstart": BenchRow("rlvr+coldstart", "Math-v0", adapter=adapter),
