@@ -14,6 +14,8 @@ import shutil
 import tomllib
 from pathlib import Path
 
+from mkdocs.plugins import event_priority
+
 ROOT = Path(__file__).resolve().parents[2]
 TREE = ROOT / "build" / "docs-package"
 
@@ -41,6 +43,9 @@ def build_tree(root: Path = ROOT, tree: Path = TREE) -> Path:
     return tree
 
 
+# before mkdocstrings' own on_config, which reads its handler's paths: on a fresh checkout the tree
+# must exist by then (a later build only worked because an earlier one had left it behind)
+@event_priority(100)
 def on_config(config, **kwargs):
     build_tree()
     return config
