@@ -209,14 +209,14 @@ class Trainer:
         """The warm start's SFT rows (``warm_start``: a JSONL file or ``scripted:<policy>``)."""
         source = self.config.warm_start
         if source.startswith("scripted:"):
-            from rubricgym.registration import env_class, split_kwargs
+            from rubricgym.registration import family_class, split_kwargs
 
-            scripted = getattr(env_class(self.config.env), "scripted_sft_rows", None)
-            if scripted is None:
-                raise ValueError(f"warm_start {source!r}: {self.config.env}'s family has no scripted agents; "
+            family = family_class(self.config.env)
+            if family is None:
+                raise ValueError(f"warm_start {source!r}: {self.config.env} is not a rubricgym family (no scripted agents); "
                                  "give a JSONL file of SFT rows instead")
             kwargs, _ = split_kwargs(self.config.env, training_kwargs(self.config.env, self.config.env_kwargs))
-            rows = scripted(source.split(":", 1)[1], episodes=self.config.warm_start_rows, seed=self.config.seed,
+            rows = family.scripted_sft_rows(source.split(":", 1)[1], episodes=self.config.warm_start_rows, seed=self.config.seed,
                             env_kwargs=kwargs)
         else:
             from rubricgym.data import load_records

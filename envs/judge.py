@@ -35,7 +35,7 @@ from typing import Any
 
 from rubricgym.data import read_file
 from rubricgym.judges.base import pair_agreement
-from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, make_config
+from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, ChatEnvConfig
 from rubricgym.judges.ruler import (RulerConfig, RulerResponse, build_judge_messages, check_response_ids, pointwise_messages,
                                     with_reference)
 from rubricgym.llm.jsonutil import JSONExtractionError, extract_json
@@ -57,7 +57,7 @@ LLMBAR_SPECIFICATION = ("You are a helpful assistant. Follow the user's instruct
 
 
 @dataclass
-class JudgeGroupConfig:
+class JudgeGroupConfig(ChatEnvConfig):
     """Every knob of :class:`JudgeGroupEnv`."""
 
     groups: str | list = "math"
@@ -175,8 +175,10 @@ class JudgeGroupEnv(ChatEnv):
     training = TrainingDefaults(held_out={"split": "test"}, group_size=4, groups_per_step=4, max_new_tokens=64,
                                 reward_name="pairwise")
 
-    def __init__(self, config: JudgeGroupConfig | None = None, render_mode: str | None = None, **kwargs: Any):
-        self.config = cfg = make_config(JudgeGroupConfig, config, kwargs)
+    config_class = JudgeGroupConfig
+
+    def setup(self) -> list[JudgeTask]:
+        cfg = self.config
         check_choice("split", cfg.split, ("train", "test"))
         check_choice("gold", cfg.gold, ("auto", "judged", "correct", "reward"))
         check_choice("order", cfg.order, ("recorded", "reversed", "shuffled"))
@@ -186,17 +188,16 @@ class JudgeGroupEnv(ChatEnv):
         else:
             path = groups_path(cfg.groups, cfg.split)
             rows, where = read_file(path), (path.name if cfg.groups in BUILT_IN else str(cfg.groups))
-        self.tasks = rows_to_tasks(rows, cfg.gold, where)[: cfg.max_groups or None]
-        if not self.tasks:
+        tasks = rows_to_tasks(rows, cfg.gold, where)[: cfg.max_groups or None]
+        if not tasks:
             raise ValueError(f"{where}: no group with two members of different gold (nothing to order)")
-        if cfg.reference and any(task.reference is None for task in self.tasks):
-            missing = next(task.id for task in self.tasks if task.reference is None)
+        if cfg.reference and any(task.reference is None for task in tasks):
+            missing = next(task.id for task in tasks if task.reference is None)
             raise ValueError(f"{where}: reference=True needs each row's 'reference' (the task's reference answer); "
                              f"group {missing} has none")
         if cfg.pointwise:
-            self.tasks = [member for task in self.tasks for member in member_tasks(task)]
-        self.max_action_chars = cfg.max_action_chars
-        super().__init__(render_mode)
+            tasks = [member for task in tasks for member in member_tasks(task)]
+        return tasks
 
     def presentation(self, task: JudgeTask) -> list[int]:
         """The order in which the members are shown (ids t1, t2 ... follow the member index)."""

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, make_config
+from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, ChatEnvConfig
 from rubricgym.registration import register_family
 from rubricgym.tools import ParsedAction
 
@@ -32,7 +32,7 @@ SYSTEM_PROMPT = "You sort words. Reply with the given words in alphabetical orde
 
 
 @dataclass
-class WordSortConfig:
+class WordSortConfig(ChatEnvConfig):
     """Every knob of :class:`WordSortEnv`."""
 
     num_tasks: int = 200
@@ -56,13 +56,13 @@ class WordSortEnv(ChatEnv):
 
     training = TrainingDefaults(held_out={"split": "test"})  # train on the train split, measure on the test one
 
-    def __init__(self, config: WordSortConfig | None = None, render_mode: str | None = None, **kwargs: Any):
-        self.config = cfg = make_config(WordSortConfig, config, kwargs)
+    config_class = WordSortConfig
+
+    def setup(self) -> list[WordSortTask]:
+        cfg = self.config
         check_choice("split", cfg.split, ("train", "test"))
         seed = 0 if cfg.split == "train" else 1_000_003
-        self.tasks = [self.make_task(f"ws-{cfg.split}-{i}", random.Random(seed + i)) for i in range(cfg.num_tasks)]
-        self.max_action_chars = cfg.max_action_chars
-        super().__init__(render_mode)
+        return [self.make_task(f"ws-{cfg.split}-{i}", random.Random(seed + i)) for i in range(cfg.num_tasks)]
 
     def make_task(self, task_id: str, rng: random.Random) -> WordSortTask:
         return WordSortTask(task_id, tuple(rng.sample(WORDS, rng.randint(self.config.min_words, self.config.max_words))))

@@ -61,7 +61,8 @@ def test_markdown_python_blocks_run(page, blocks, monkeypatch):
         if first.startswith("# skip:"):
             skipped.append(f"block {index}: {first.removeprefix('# skip:').strip()}")
             continue
-        exec(compile(code, f"{page.name} block {index}", "exec"), namespace)
+        # dont_inherit: a block runs as a reader's paste would, without this file's `from __future__` flags
+        exec(compile(code, f"{page.name} block {index}", "exec", dont_inherit=True), namespace)
     if skipped:
         print("skipped, with their reasons:", *skipped, sep="\n  ")
 

@@ -18,39 +18,21 @@ require("openenv", "openenv")
 
 import rubricgym  # noqa: E402,F401
 from rubricgym.openenv.server import make_app, serve_in_thread  # noqa: E402
+from rubricgym.testing.contract import play, script  # noqa: E402
 from rubricgym.testing.loopback import free_port, server_process  # noqa: E402
 
 from judges import scripted_judge  # noqa: E402
 
 #: the `openenv` command of this environment
 OPENENV_CLI = os.path.join(os.path.dirname(sys.executable), "openenv")
-BASE_IDS = {"Math-v0": {"levels": (1,), "tools": ["calculator"]}, "RagSupport-v0": {"mode": "agentic"},
-            "ToolUse-v0": {}, "WordSort-v0": {}, "FunctionCall-v0": {"dataset": "simple_python"}, "JudgeGroup-v0": {}}
+# every family's served round trip with its training knobs is a family-contract check
+# (tests/test_family_contract.py); here the knobs that make two single-turn families multi-turn
+MULTI_TURN = {"Math-v0": {"levels": (1,), "tools": ["calculator"]}, "RagSupport-v0": {"mode": "agentic"}}
 
 
-def script(env) -> list[str]:
-    """Two actions any family answers: a call of its first tool (with no arguments: the tool's own
-    error, or the answer where calls are the answer), then a final reply."""
-    tools = [schema["function"]["name"] for schema in env.unwrapped.tool_schemas]
-    first = f'<tool_call>{{"name": "{tools[0]}", "arguments": {{}}}}</tool_call>' if tools else "Let me think."
-    return [first, 'The answer is \\boxed{3}. {"scores": {"A": 1, "B": 0}}']
-
-
-def play(env, seed: int, actions: list[str]) -> list[tuple]:
-    obs, info = env.reset(seed=seed)
-    steps = [("reset", [(m["role"], m.get("content")) for m in obs], info["task_id"])]
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
-        steps.append((reward, terminated, truncated, info.get("reward_components"), [(m["role"], m.get("content")) for m in obs]))
-        if terminated or truncated:
-            steps.append(info["episode"].model_dump(exclude={"metadata"}))
-            break
-    return steps
-
-
-@pytest.mark.parametrize("env_id", list(BASE_IDS))
-def test_every_base_id_served_plays_as_in_process(env_id, shared_data):
-    kwargs = BASE_IDS[env_id]
+@pytest.mark.parametrize("env_id", list(MULTI_TURN))
+def test_multi_turn_settings_served_play_as_in_process(env_id, shared_data):
+    kwargs = MULTI_TURN[env_id]
     local = gym.make(env_id, **kwargs)
     with serve_in_thread(make_app(env_id, max_sessions=4, **kwargs)) as url:
         served = gym.make("OpenEnv-v0", url=url)

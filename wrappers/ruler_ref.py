@@ -47,7 +47,7 @@ class ReferenceRulerScorer(RulerScorer):
 
 def records_reference(env_class: type) -> bool:
     """Families whose env overrides :meth:`ChatEnv.reference` (they have reference answers)."""
-    return getattr(env_class, "reference", ChatEnv.reference) is not ChatEnv.reference
+    return isinstance(env_class, type) and issubclass(env_class, ChatEnv) and env_class.reference is not ChatEnv.reference
 
 
 RULER_REF = RewardScheme(

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, TrainingDefaults
 from rubricgym.spaces import last_reply
 from rubricgym.tools import ParsedAction, Tool, resolve_tools
 
@@ -28,7 +28,7 @@ TOOLS_PROMPT = (
 
 
 @dataclass
-class MathEnvConfig:
+class MathEnvConfig(ChatEnvConfig):
     """Every knob of :class:`MathEnv`; pass them as ``gym.make("Math-v0", **knobs)``."""
 
     dataset: str | list = "generated"
@@ -105,24 +105,31 @@ class MathEnv(ChatEnv):
 
         return scripted_sft_rows(policy, episodes=episodes, seed=seed, env_kwargs=env_kwargs)
 
+    config_class = MathEnvConfig
+
     def __init__(self, config: MathEnvConfig | None = None, render_mode: str | None = None, **kwargs: Any):
-        if "levels" in kwargs and isinstance(kwargs["levels"], int):
+        if "levels" in kwargs and isinstance(kwargs["levels"], int):  # levels=1 means (1,)
             kwargs["levels"] = (kwargs["levels"],)
-        self.config = cfg = make_config(MathEnvConfig, config, kwargs)
+        super().__init__(config, render_mode, **kwargs)
+
+    def setup(self) -> list[MathTask]:
+        cfg = self.config
         check_choice("answer_fallback", cfg.answer_fallback, ("last_number", "none"))
         check_choice("split", cfg.split, ("train", "test"))
-        self.tasks: list[MathTask] = load_tasks(cfg.dataset, levels=cfg.levels, num_tasks=cfg.num_tasks, split=cfg.split)
-        if not self.tasks:
+        tasks = load_tasks(cfg.dataset, levels=cfg.levels, num_tasks=cfg.num_tasks, split=cfg.split)
+        if not tasks:
             raise ValueError(f"dataset {cfg.dataset!r} has no tasks")
         self.tools = resolve_tools(cfg.tools)
-        self.max_turns = cfg.max_turns if self.tools else 1
-        self.max_action_chars = cfg.max_action_chars
         prompt = cfg.system_prompt or DEFAULT_SYSTEM_PROMPT
         if self.tools:
             schemas = "\n".join(json.dumps(tool.schema, ensure_ascii=False) for tool in self.tools.values())
-            prompt += TOOLS_PROMPT.format(max_turns=self.max_turns, schemas=schemas)
+            prompt += TOOLS_PROMPT.format(max_turns=self.turn_limit(), schemas=schemas)
         self.system_prompt = prompt
-        super().__init__(render_mode)
+        return tasks
+
+    def turn_limit(self) -> int:
+        """``max_turns`` with tools; single-turn without."""
+        return self.config.max_turns if self.tools else 1
 
     def find_task(self, task_id: str) -> MathTask:
         # generated ids outside the loaded range are still valid tasks

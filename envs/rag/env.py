@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, scripted_sft_rows, split_tasks, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, scripted_sft_rows, split_tasks, TrainingDefaults
 from rubricgym.tools import ParsedAction, Tool, ToolError, format_tool_call
 
 from .kb import Article, RagTask, SupportDataset, load_support_dataset
@@ -34,7 +34,7 @@ class SearchArgs(BaseModel):
 
 
 @dataclass
-class RagSupportConfig:
+class RagSupportConfig(ChatEnvConfig):
     """Every knob of :class:`RagSupportEnv`."""
 
     dataset: str | SupportDataset = "builtin"
@@ -70,8 +70,10 @@ class RagSupportEnv(ChatEnv):
     training = TrainingDefaults(env_kwargs={"split": "train"}, held_out={"split": "test"}, group_size=4, groups_per_step=2,
                                 max_new_tokens=128, reward_name="components", bench=True)
 
-    def __init__(self, config: RagSupportConfig | None = None, render_mode: str | None = None, **kwargs: Any):
-        self.config = cfg = make_config(RagSupportConfig, config, kwargs)
+    config_class = RagSupportConfig
+
+    def setup(self) -> list[RagTask]:
+        cfg = self.config
         check_choice("mode", cfg.mode, ("context", "agentic"))
         unknown = set(cfg.weights) - {"f1", "citation", "refusal", "grounded"}
         if unknown:
@@ -81,21 +83,22 @@ class RagSupportEnv(ChatEnv):
             keep = split_tasks(self.dataset.tasks, cfg.split)
             self.dataset = SupportDataset(self.dataset.name, self.dataset.articles, keep, self.dataset.company,
                                           self.dataset.contact)
-        self.tasks: list[RagTask] = list(self.dataset.tasks)
         self.retriever: Retriever = make_retriever(cfg.retriever, self.dataset.articles)
         self.known_ids = [a.id for a in self.dataset.articles]
         self.search_tool = Tool("search", "Search the knowledge base; returns the best-matching articles.", SearchArgs,
                                 self._search_text)
         self.tools = {"search": self.search_tool} if cfg.mode == "agentic" else {}
-        self.max_turns = cfg.max_turns if cfg.mode == "agentic" else 1
-        self.max_action_chars = cfg.max_action_chars
         prompt = SYSTEM_PROMPT.format(company=self.dataset.company, contact=self.dataset.contact,
                                       example=self.known_ids[0] if self.known_ids else "ID")
         if cfg.mode == "agentic":
-            prompt += AGENTIC_PROMPT.format(max_turns=self.max_turns)
+            prompt += AGENTIC_PROMPT.format(max_turns=self.turn_limit())
         self.system_prompt = prompt
         self.retrieved: dict[str, Article] = {}
-        super().__init__(render_mode)
+        return list(self.dataset.tasks)
+
+    def turn_limit(self) -> int:
+        """``max_turns`` in agentic mode; the context mode is single-turn."""
+        return self.config.max_turns if self.config.mode == "agentic" else 1
 
     def _search_text(self, args: SearchArgs) -> str:
         results = self.retriever.search(args.query, self.config.top_k)

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, make_config, scripted_sft_rows, split_tasks, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, ChatEnvConfig, scripted_sft_rows, split_tasks, TrainingDefaults
 from rubricgym.data import DatasetLoadError, load_records
 from rubricgym.tools import ParsedAction, format_tool_call
 
@@ -21,7 +21,7 @@ SYSTEM_PROMPT = (
 
 
 @dataclass
-class FunctionCallConfig:
+class FunctionCallConfig(ChatEnvConfig):
     """Every knob of :class:`FunctionCallEnv`."""
 
     dataset: str = "simple_python"
@@ -44,16 +44,16 @@ class FunctionCallEnv(ChatEnv):
     execute_tools = False
     training = TrainingDefaults(env_kwargs={"split": "train"}, held_out={"split": "test"}, max_new_tokens=128)
 
-    def __init__(self, config: FunctionCallConfig | None = None, render_mode: str | None = None, **kwargs: Any):
-        self.config = cfg = make_config(FunctionCallConfig, config, kwargs)
+    config_class = FunctionCallConfig
+
+    def setup(self) -> list[dict[str, Any]]:
+        cfg = self.config
         path = cfg.dataset
         # a category is the registered dataset bfcl_<category> (any data folder, or `rubricgym data fetch`)
         rows = load_records(path if str(path).endswith(".jsonl") else f"bfcl_{path}")
         if not rows or "function" not in rows[0]:
             raise DatasetLoadError(f"{path}: not a BFCL-format file (rows need 'question' and 'function')")
-        self.tasks = split_tasks(rows, cfg.split)
-        self.max_action_chars = cfg.max_action_chars
-        super().__init__(render_mode)
+        return split_tasks(rows, cfg.split)
 
     @property
     def rows(self) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, make_config, scripted_sft_rows, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, scripted_sft_rows, TrainingDefaults
 from rubricgym.tools import ParsedAction, ToolError, format_tool_call
 
 from .shop import KINDS, REFUND_WINDOW_DAYS, Shop, ShopTask, create_database, make_task, populate, shop_tools, table_state
@@ -29,7 +29,7 @@ Tools:
 
 
 @dataclass
-class ToolUseConfig:
+class ToolUseConfig(ChatEnvConfig):
     """Every knob of :class:`ToolUseEnv`."""
 
     num_tasks: int = 70
@@ -57,18 +57,18 @@ class ToolUseEnv(ChatEnv):
     # a turn is one tool call or the reply to the customer
     training = TrainingDefaults(held_out={"split": "test"}, group_size=4, groups_per_step=2, max_new_tokens=96)
 
-    def __init__(self, config: ToolUseConfig | None = None, render_mode: str | None = None, **kwargs: Any):
-        self.config = cfg = make_config(ToolUseConfig, config, kwargs)
+    config_class = ToolUseConfig
+
+    def setup(self) -> list[ShopTask]:
+        cfg = self.config
         check_choice("split", cfg.split, ("train", "test"))
-        self.tasks = [make_task(i, cfg.split) for i in range(cfg.num_tasks)]
         self.tools = shop_tools(lambda: self.shop)
-        self.max_turns = cfg.max_turns
-        self.max_action_chars = cfg.max_action_chars
         self.system_prompt = SYSTEM_PROMPT + "\n".join(json.dumps(tool.schema) for tool in self.tools.values())
-        self._workdir = tempfile.mkdtemp(prefix="rubricgym-tooluse-")
         self.db: sqlite3.Connection | None = None
         self.shop: Shop | None = None
-        super().__init__(render_mode)
+        tasks = [make_task(i, cfg.split) for i in range(cfg.num_tasks)]
+        self._workdir = tempfile.mkdtemp(prefix="rubricgym-tooluse-")  # last: a refused config leaves no folder
+        return tasks
 
     def first_messages(self, task: ShopTask, options: dict[str, Any]) -> list[dict[str, Any]]:
         self._close_db()

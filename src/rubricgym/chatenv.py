@@ -3,13 +3,19 @@
 :class:`ChatEnv` owns what every family needs and nothing family-specific: reset by task id,
 the step guard with an explicit ended flag, invalid actions, tool execution, the turn limit,
 ``info`` bookkeeping, ``render`` and the typed :class:`~rubricgym.records.EpisodeResult` of the
-final step. A family supplies only its tasks, its first messages and its scoring:
+final step. A family supplies only its tasks, its first messages and its scoring; every hook the base reads
+is declared on it with a default:
 
-* ``self.tasks`` (a list) and :meth:`task_id` (the id of one task) before ``super().__init__``;
+* ``config_class``: its knobs, a dataclass subclassing :class:`ChatEnvConfig` (``max_turns`` and
+  ``max_action_chars`` come from there); the base builds ``self.config`` from the object or the
+  keyword arguments given, checks the knobs' types, and sets the turn and action limits itself;
+* :meth:`setup` (read ``self.config``, return the tasks; may set ``self.tools``) and
+  :meth:`task_id` (the id of one task);
 * :meth:`first_messages` (system prompt first, then the conversation the agent starts from);
 * :meth:`score` (the components, reward and correctness of the final action);
-* optionally :meth:`task_info` (extra reset ``info``), :meth:`reference`, :meth:`find_task`,
-  :meth:`after_tool_call`, and ``self.tools`` / ``self.max_turns`` / ``self.execute_tools``;
+* optionally :meth:`turn_limit`, :meth:`task_info` (extra reset ``info``), :meth:`reference`,
+  :meth:`find_task`, :meth:`after_tool_call`, :meth:`held_out_kwargs`,
+  :meth:`scripted_sft_rows` and ``execute_tools``;
 * as a class attribute, its :class:`TrainingDefaults` (what ``rubricgym train / eval / bench``
   and the trainer adapters use unless told otherwise).
 
@@ -28,9 +34,7 @@ Semantics (one message per situation, shared by every env):
 
 Examples:
     >>> class Echo(ChatEnv):
-    ...     def __init__(self):
-    ...         self.tasks = ["hello", "world"]
-    ...         super().__init__()
+    ...     def setup(self): return ["hello", "world"]
     ...     def task_id(self, task): return task
     ...     def first_messages(self, task, options):
     ...         return [{"role": "system", "content": "Repeat the word."}, {"role": "user", "content": task}]
@@ -49,7 +53,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field, fields
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import gymnasium as gym
 
@@ -189,6 +193,18 @@ class TrainingDefaults:
 
 
 @dataclass
+class ChatEnvConfig:
+    """The knobs every family has; a family's config subclasses it (and may change the defaults
+    by declaring the field again)."""
+
+    max_turns: int = 1
+    """The turn limit (the final answer counts as a turn): tool calls, or another try after an
+    invalid action, each take one; 1 = single-turn."""
+    max_action_chars: int = 200_000
+    """Longer replies are refused with an error; the action space's limit is the same number."""
+
+
+@dataclass
 class Score:
     """What a family's :meth:`ChatEnv.score` returns for the final action."""
 
@@ -204,27 +220,36 @@ class ChatEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    #: the turn limit (the final answer counts as a turn); 1 = single-turn
-    max_turns: int = 1
-    #: longer replies are refused; the action space's limit is the same number
-    max_action_chars: int = 200_000
+    #: the family's knobs (a :class:`ChatEnvConfig` subclass); ``self.config`` is one of them
+    config_class: ClassVar[type] = ChatEnvConfig
     #: whether tool calls in a reply are executed (False: the calls are the answer, as in BFCL)
-    execute_tools: bool = True
+    execute_tools: ClassVar[bool] = True
     #: tool time one reply's calls share; calls past it are answered with an error (k sandboxed
     #: python calls would otherwise take k times the sandbox's own limit)
-    max_tool_seconds: float = 10.0
+    max_tool_seconds: ClassVar[float] = 10.0
     #: what runs train and evaluate with unless told otherwise
-    training: TrainingDefaults = TrainingDefaults()
+    training: ClassVar[TrainingDefaults] = TrainingDefaults()
 
-    def __init__(self, render_mode: str | None = None):
+    def __init__(self, config: Any = None, render_mode: str | None = None, **kwargs: Any):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if not (isinstance(self.config_class, type) and issubclass(self.config_class, ChatEnvConfig)):
+            raise TypeError(f"{type(self).__name__}.config_class must subclass ChatEnvConfig, got {self.config_class!r}")
         self.render_mode = render_mode
-        if not getattr(self, "tasks", None):
+        self.config = make_config(self.config_class, config, kwargs)
+        self.tools: dict[str, Tool] = {}
+        self.tasks: list[Any] = list(self.setup())
+        if not self.tasks:
             raise ValueError(f"{type(self).__name__} has no tasks")
         self.tasks_by_id = {str(self.task_id(task)): task for task in self.tasks}
-        if not hasattr(self, "tools"):
-            self.tools: dict[str, Tool] = {}
+        #: the turn limit of this env (the family's :meth:`turn_limit` of its config)
+        self.max_turns: int = self.turn_limit()
+        #: longer replies are refused; the action space's limit is the same number
+        self.max_action_chars: int = self.config.max_action_chars
+        if not (_is_integer(self.max_turns) and self.max_turns >= 1):
+            raise ValueError(f"max_turns must be an integer >= 1, got {self.max_turns!r}")
+        if not (_is_integer(self.max_action_chars) and self.max_action_chars >= 1):
+            raise ValueError(f"max_action_chars must be an integer >= 1, got {self.max_action_chars!r}")
         self.observation_space = ChatSpace()
         self.action_space = AssistantReplySpace(max_length=self.max_action_chars)
         self.task: Any = None
@@ -233,6 +258,16 @@ class ChatEnv(gym.Env):
         self._ended = True
 
     # -- what a family supplies ------------------------------------------------------------------
+
+    def setup(self) -> Sequence[Any]:
+        """Read ``self.config`` and return the tasks (called once, by ``__init__``); a family with
+        tools sets ``self.tools`` here."""
+        raise NotImplementedError(f"{type(self).__name__} must define setup() (return its tasks)")
+
+    def turn_limit(self) -> int:
+        """The turn limit of this env; ``config.max_turns`` unless the family says otherwise
+        (Math without tools is single-turn whatever ``max_turns`` says)."""
+        return self.config.max_turns
 
     def task_id(self, task: Any) -> str:
         """The id of ``task`` (``reset(options={"task_id": ...})`` picks it)."""
@@ -268,6 +303,13 @@ class ChatEnv(gym.Env):
     def held_out_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The kwargs that measure held-out success of a run trained with ``kwargs``."""
         return {**kwargs, **cls.training.held_out}
+
+    @classmethod
+    def scripted_sft_rows(cls, policy: str, episodes: int, seed: int, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        """SFT rows from a scripted agent's solved episodes (``TrainConfig.warm_start =
+        "scripted:<policy>"``); a family without scripted agents refuses (see :func:`scripted_sft_rows`)."""
+        raise ValueError(f"warm_start 'scripted:{policy}': {cls.__name__} has no scripted agents; "
+                         "give a JSONL file of SFT rows instead")
 
     @classmethod
     def check_kwargs(cls, kwargs: dict[str, Any]) -> None:

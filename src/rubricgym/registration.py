@@ -163,8 +163,18 @@ def env_class(env_id: str) -> type:
     return _env_class(gym.spec(base_env_id(env_id)).entry_point)
 
 
+def family_class(env_id: str) -> type | None:
+    """The :class:`~rubricgym.chatenv.ChatEnv` class behind ``env_id``, or None for an env of
+    another kind (``OpenEnv-v0``, a plugin's plain ``gym.Env``), which has none of the family hooks."""
+    from rubricgym.chatenv import ChatEnv
+
+    cls = env_class(env_id)
+    return cls if isinstance(cls, type) and issubclass(cls, ChatEnv) else None
+
+
 def _family_defaults(env_id: str):
-    return getattr(env_class(env_id), "training", None)
+    cls = family_class(env_id)
+    return cls.training if cls is not None else None
 
 
 def split_kwargs(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -199,8 +209,8 @@ def held_out(env_id: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         ('Math-v0', {'levels': (1,), 'split': 'test'})
     """
     env_kwargs, _ = split_kwargs(env_id, training_kwargs(env_id, kwargs))
-    cls = env_class(env_id)
-    return base_env_id(env_id), cls.held_out_kwargs(env_kwargs) if hasattr(cls, "held_out_kwargs") else env_kwargs
+    cls = family_class(env_id)
+    return base_env_id(env_id), cls.held_out_kwargs(env_kwargs) if cls is not None else env_kwargs
 
 
 CORRECTION_KNOB = "correction"
@@ -231,8 +241,8 @@ def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
     """Refuse an unknown id, unknown or invalid family knobs, or a scheme knob the scheme lacks,
     with the family's own message: a run calls this before it loads a model."""
     env_kwargs, _ = split_kwargs(env_id, kwargs)
-    cls = env_class(env_id)
-    if hasattr(cls, "check_kwargs"):
+    cls = family_class(env_id)
+    if cls is not None:
         cls.check_kwargs(env_kwargs)
 
 
