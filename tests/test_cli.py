@@ -1,36 +1,42 @@
-"""The command line: flags generated from the config dataclasses, checkpoints read back with their
-own settings, bad settings refused before any work."""
+"""The command line: each command a recipe (config dataclass + run), every flag generated from the
+config once, presets as named configs, checkpoints read back with their own settings, bad settings
+refused before any work."""
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
 
 import rubricgym  # noqa: F401
-from rubricgym.app.cli import build_parser, eval_policy_config, train_config
+from rubricgym import recipes
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def parse(*argv: str):
-    return build_parser(list(argv)).parse_args(list(argv))
+    return recipes.parse(list(argv))
 
 
 def test_train_flags_come_from_the_config_dataclasses():
     from rubricgym.agents.grpo import GRPOConfig
     from rubricgym.agents.train import TrainConfig
 
-    config = train_config(parse("train"))
+    config = parse("train").train_config()
     # no flag: every default is the dataclass's, the env the default family's (its knobs come from the family)
     assert config == TrainConfig(env="Math-v0")
-    config = train_config(parse("train", "--env", "MathRuler-v0", "--judge", "openai/x", "--steps", "3", "--lora-r", "8",
-                                "--grpo-beta", "0.05", "--grpo-loss-type", "dr_grpo", "--no-ppo-normalize-per-role",
-                                "--lr", "1e-3", "--env-kwargs", '{"levels": [1, 2]}'))
+    config = parse("train", "--env", "MathRuler-v0", "--judge", "openai/x", "--steps", "3", "--lora-r", "8",
+                   "--grpo-beta", "0.05", "--grpo-loss-type", "dr_grpo", "--no-ppo-normalize-per-role",
+                   "--lr", "1e-3", "--env-kwargs", '{"levels": [1, 2]}').train_config()
     assert (config.env, config.steps, config.policy.lora_r) == ("MathRuler-v0", 3, 8)
     assert config.env_kwargs == {"levels": [1, 2], "judge": "openai/x"}
     # the rubric scheme's judge knob is its verifier; a base id takes no judge; bad JSON is refused by argparse
-    assert train_config(parse("train", "--env", "WordSortRubric-v0", "--judge", "oracle:1.0")).env_kwargs == {
+    assert parse("train", "--env", "WordSortRubric-v0", "--judge", "oracle:1.0").train_config().env_kwargs == {
         "verifier": "oracle:1.0"}
     with pytest.raises(SystemExit, match="takes no judge"):
-        train_config(parse("train", "--env", "Math-v0", "--judge", "openai/x"))
+        parse("train", "--env", "Math-v0", "--judge", "openai/x").train_config()
     for bad in ("[1, 2]", "{levels: 1}"):
         with pytest.raises(SystemExit):
             parse("train", "--env-kwargs", bad)
@@ -46,18 +52,52 @@ def test_help_shows_each_knobs_docstring_and_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--grpo-epsilon-high GRPO_EPSILON_HIGH Upper clip of the ratio" in text and "(default: 0.28)" in text
     assert "--ppo-epsilon-high" in text and "(default: 0.2)" in text  # PPO's own default of the shared knob
+    assert "--judge JUDGE The judge, or the rubric verifier" in text and "--env ENV A registered id" in text
 
 
 def test_bench_quick_preset_and_explicit_flags():
     from rubricgym.app.bench import BenchConfig
 
-    quick = parse("bench", "--quick")
-    assert (quick.steps, quick.group_size, quick.groups_per_step, quick.eval_tasks) == (2, 4, 1, 16)
-    assert parse("bench", "--seeds", "0,1,2").seeds == (0, 1, 2)
-    assert parse("bench", "--quick", "--steps", "5").steps == 5  # an explicit flag wins over the preset
-    assert parse("bench").steps == BenchConfig().steps and parse("bench", "--envs", "WordSort-v0").envs == ("WordSort-v0",)
-    assert parse("bench", "--env-kwargs", '{"levels": [2]}').env_kwargs == {"levels": [2]}
+    quick = parse("bench", "--quick").bench_config()
+    assert (quick.steps, quick.group_size, quick.groups_per_step, quick.eval_tasks, quick.seeds) == (2, 4, 1, 16, (0, 1, 2))
+    assert parse("bench", "--seeds", "0,1,2").bench.seeds == (0, 1, 2)
+    assert parse("bench", "--quick", "--steps", "5").bench.steps == 5  # an explicit flag wins over the preset
+    assert parse("bench", "--quick", "--steps", "5").bench.seeds == (0, 1, 2)  # and the preset's other knobs stay
+    assert parse("bench").bench.steps == BenchConfig().steps and parse("bench", "--envs", "WordSort-v0").bench.envs == (
+        "WordSort-v0",)
+    assert parse("bench", "--envs", "Math-v0", "--env-kwargs", '{"levels": [2]}').bench_config().env_kwargs == {"levels": [2]}
     assert BenchConfig().envs == ("Math-v0", "RagSupport-v0")  # the families that ask for the default bench
+    smoke = parse("bench", "--smoke", "--steps", "2").bench_config()
+    assert (smoke.judge, smoke.envs, smoke.steps) == ("oracle:1.0", ("Math-v0",), 2)
+    # the recorded command gives the same config back
+    assert smoke.command == "rubricgym bench --smoke --steps 2"
+    assert parse(*smoke.command.split()[1:]).bench_config() == smoke
+    with pytest.raises(SystemExit):
+        parse("bench", "--quick", "--smoke")  # one preset at a time
+
+
+def test_every_command_is_a_recipe_and_judge_is_declared_once(capsys):
+    from rubricgym.recipes import RECIPES, JudgeSettings
+
+    recipes.parser()
+    assert {"train", "eval", "bench", "train-judge", "judge-eval", "serve", "rubric-data", "view"} <= set(RECIPES)
+    # --judge: the field of JudgeSettings, in every command that takes a judge, with the same help
+    helps = set()
+    for name in ("train", "bench", "judge", "judge-eval", "serve", "judge-proxy"):
+        with pytest.raises(SystemExit):
+            parse(name, "--help")
+        text = " ".join(capsys.readouterr().out.split())
+        helps.add(text.split("--judge JUDGE ", 1)[1][:60])
+    assert len(helps) == 1 and JudgeSettings.__doc__
+    # no hand-written flag anywhere in the application: every add_argument call is the generator's
+    calls = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in (ROOT / "src" / "rubricgym").rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+             and getattr(node.func, "attr", "") == "add_argument" and "flags.py" not in path.name
+             and "recipes" not in path.parts]
+    assert calls == []
+    assert len((ROOT / "src" / "rubricgym" / "app" / "cli.py").read_text().splitlines()) <= 250
+    with pytest.raises(TypeError, match="takes a TrainRecipe"):
+        recipes.run("train", parse("eval"))
 
 
 def test_eval_builds_the_checkpoint_s_adapter_shape(tmp_path):
@@ -67,11 +107,11 @@ def test_eval_builds_the_checkpoint_s_adapter_shape(tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"policy": {"model": None, "lora_r": 8, "lora_alpha": 16,
                                                                "max_new_tokens": 99}}))
-    config = eval_policy_config(parse("eval", "--checkpoint", str(folder), "--max-new-tokens", "20"))
+    config = parse("eval", "--checkpoint", str(folder), "--max-new-tokens", "20").policy_config()
     assert (config.lora_r, config.lora_alpha, config.max_new_tokens) == (8, 16, 20)  # shape from the checkpoint
-    assert eval_policy_config(parse("eval")).lora_r == 0  # the base model alone
+    assert parse("eval").policy_config().lora_r == 0  # the base model alone
     with pytest.raises(FileNotFoundError, match="not a checkpoint"):
-        eval_policy_config(parse("eval", "--checkpoint", str(tmp_path)))
+        parse("eval", "--checkpoint", str(tmp_path)).policy_config()
 
 
 @pytest.mark.parametrize("make,error", [

@@ -31,7 +31,8 @@ def folder(package: str) -> str:
 
 KERNEL, ENVS_DIR, WRAPPERS, AGENTS = (folder(p) for p in ("rubricgym", "rubricgym.envs", "rubricgym.wrappers", "rubricgym.agents"))
 APP, TESTING, INTEGRATIONS = (folder(p) for p in ("rubricgym.app", "rubricgym.testing", "rubricgym.integrations"))
-APPLICATION = (f"{APP}/", f"{KERNEL}/__main__.py")
+RECIPES = folder("rubricgym.recipes")
+APPLICATION = (f"{APP}/", f"{RECIPES}/", f"{KERNEL}/__main__.py")
 ABOVE_THE_KERNEL = APPLICATION + (f"{TESTING}/", f"{INTEGRATIONS}/")
 """Inside the kernel's folder but not the kernel: the application, the test doubles, the adapters."""
 
@@ -89,8 +90,8 @@ def test_the_walker_sees_relative_and_absolute_imports():
 
 
 def test_kernel_imports_no_env_wrapper_or_agent():
-    assert violations(KERNEL, ("rubricgym.envs", "rubricgym.wrappers", "rubricgym.agents"),
-                      skip=APPLICATION + (f"{INTEGRATIONS}/",)) == []
+    assert violations(KERNEL, ("rubricgym.envs", "rubricgym.wrappers", "rubricgym.agents", "rubricgym.recipes"),
+                      skip=APPLICATION + (f"{INTEGRATIONS}/", f"{TESTING}/")) == []
 
 
 def test_application_layer_is_where_the_kernel_meets_the_rest():
@@ -105,10 +106,11 @@ def test_nothing_imports_the_integrations():
 
 
 @pytest.mark.parametrize("package,forbidden", [
-    ("rubricgym.envs", ("rubricgym.wrappers", "rubricgym.agents", "rubricgym.judges", "rubricgym.llm", "rubricgym.app")),
-    ("rubricgym.wrappers", ("rubricgym.agents", "rubricgym.app")),
-    ("rubricgym.agents", ("rubricgym.app", "rubricgym.integrations")),
-    ("rubricgym.integrations", ("rubricgym.app",)),
+    ("rubricgym.envs", ("rubricgym.wrappers", "rubricgym.agents", "rubricgym.judges", "rubricgym.llm", "rubricgym.app",
+                        "rubricgym.recipes")),
+    ("rubricgym.wrappers", ("rubricgym.agents", "rubricgym.app", "rubricgym.recipes")),
+    ("rubricgym.agents", ("rubricgym.app", "rubricgym.recipes", "rubricgym.integrations")),
+    ("rubricgym.integrations", ("rubricgym.app", "rubricgym.recipes")),
 ])
 def test_dependencies_point_one_way(package, forbidden):
     # the judge family's task is to be a judge: it reads RULER's prompt format (and no more)

@@ -105,13 +105,13 @@ def test_report_of_rubric_groups_and_of_a_judged_file(tmp_path, chromium):
     judged = tmp_path / "judged.jsonl"
     example = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples" / "refund_group.jsonl"
     judge, _ = scripted_judge(lambda m, i: reply_scores(m))
-    from rubricgym.app import cli
+    from rubricgym.app.judge_file import read_trajectories, write_judged
 
-    labels, trajectories, tools = cli._read_trajectories(str(example))
+    labels, trajectories, tools = read_trajectories(str(example))
     from rubricgym.judges.ruler import ruler_score_sync
 
     result = ruler_score_sync(trajectories, judge)
-    cli.write_judged(str(judged), labels, trajectories, tools, result, "scripted")
+    write_judged(str(judged), labels, trajectories, tools, result, "scripted")
     assert main(["view", str(judged)]) == 0
     dom = dump_dom(chromium, judged.with_suffix(".html"))
     for label in labels:

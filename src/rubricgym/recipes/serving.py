@@ -1,0 +1,128 @@
+"""Serving and inspection recipes: ``serve``, ``view``, ``envs``, ``data``."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from . import EnvSettings, JudgeSettings, judge_kwargs, recipe
+
+
+@dataclass
+class ServeRecipe:
+    """``rubricgym serve``: one registered id (base or judged) as an OpenEnv environment server."""
+
+    env: EnvSettings = field(default_factory=EnvSettings)
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_sessions: int = 64
+    """Concurrent sessions (one env instance each)."""
+    idle_timeout: float = 300.0
+    """Seconds before an idle session is reaped (0: never)."""
+    max_message_mb: float = 16.0
+    """Larger WebSocket messages are refused."""
+    log_level: str = "warning"
+
+
+@recipe(name="serve", config=ServeRecipe, positional=("env.env",),
+        help="serve a registered id (base or judged) as an OpenEnv environment server")
+def run_serve(config: ServeRecipe) -> int:
+    import uvicorn
+
+    from rubricgym.openenv.server import make_app
+
+    env_id = config.env.env_id()
+    app = make_app(env_id, max_sessions=config.max_sessions, idle_timeout_s=config.idle_timeout or None,
+                   **{**config.env.env_kwargs, **judge_kwargs(env_id, config.judge)})
+    url = f"http://{config.host}:{config.port}"
+    print(f"serving {env_id} over OpenEnv at {url} (WebSocket sessions at /ws, at most {config.max_sessions}; "
+          f"gym.make('OpenEnv-v0', url='{url}') plays it)", flush=True)
+    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level,
+                ws_max_size=int(config.max_message_mb * 2**20))
+    return 0
+
+
+@dataclass(kw_only=True)
+class ViewRecipe:
+    """``rubricgym view``: a self-contained HTML report."""
+
+    source: str
+    """A `rubricgym train` output folder, or the JSONL of `rubricgym judge --output`."""
+    output: str | None = None
+    """Where to write the HTML (default: report.html in the run folder)."""
+
+
+@recipe(name="view", config=ViewRecipe, positional=("source",), short={"output": "-o"},
+        help="write a self-contained HTML report of a run folder or a judged JSONL file")
+def run_view(config: ViewRecipe) -> int:
+    from rubricgym.app.view import render
+
+    path = render(config.source, config.output)
+    print(f"wrote {path} (open it in a browser; it needs no server or network)")
+    return 0
+
+
+@dataclass
+class EnvsRecipe:
+    """``rubricgym envs``: the registered ids."""
+
+
+@recipe(name="envs", config=EnvsRecipe, help="list the registered environment ids")
+def run_envs(config: EnvsRecipe) -> int:
+    from rubricgym.registration import ENVS, default_env
+
+    # the default family first (the ids runs use when they name none), then registration order
+    default = default_env()
+    envs = sorted(ENVS.values(), key=lambda env: (env.base or env.id) != default)
+    width = max(len(env.id) for env in envs)
+    for env in envs:
+        print(f"{env.id:<{width}}  {env.summary}")
+    return 0
+
+
+@dataclass(kw_only=True)
+class DataRecipe:
+    """``rubricgym data``: the public datasets envs read by name."""
+
+    action: Literal["list", "fetch"]
+    """list, or fetch the named datasets' pinned upstream files."""
+    names: tuple[str, ...] = ("all",)
+    """Dataset names (`rubricgym data list`), or all."""
+    dest: str | None = None
+    """Data folder to write (default: $RUBRICGYM_DATA_DIR, else ~/.cache/rubricgym/data)."""
+    dry_run: bool = False
+    """Say what would be fetched, under which licence, to where."""
+
+
+@recipe(name="data", config=DataRecipe, positional=("action", "names"),
+        help="list the public datasets envs read by name, or fetch their pinned upstream files")
+def run_data(config: DataRecipe) -> int:
+    from rubricgym.app import llmbar
+    from rubricgym.data import KNOWN_DATASETS, DatasetFetchError, DatasetLoadError, fetch_dataset, fetch_plan, find_data_file
+
+    llmbar.register()
+    if config.action == "list":
+        width = max(len(name) for name in KNOWN_DATASETS)
+        for name, dataset in sorted(KNOWN_DATASETS.items()):
+            found = find_data_file(dataset.file) if dataset.file else None
+            where = str(found) if found else ("fetchable" if dataset.urls else f"hub only: {dataset.hub_id}")
+            print(f"{name:<{width}}  {where}   licence: {dataset.licence or '-'}")
+        return 0
+    names = [n for n, d in sorted(KNOWN_DATASETS.items()) if d.urls] if list(config.names) in ([], ["all"]) else list(config.names)
+    dest = Path(config.dest) if config.dest else None
+    status = 0
+    for name in names:
+        try:
+            print(fetch_plan(name, dest))
+            if not config.dry_run:
+                print(f"  wrote {fetch_dataset(name, dest)}")
+        except DatasetFetchError as err:
+            print(f"  not fetched: {err.reason} (offline? nothing was written)", file=sys.stderr)
+            status = 2
+        except DatasetLoadError as err:
+            print(f"error: {err}", file=sys.stderr)
+            status = 2
+    return status
