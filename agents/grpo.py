@@ -14,7 +14,8 @@ from .config import AlgoConfig
 from .distributed import Ranks, sum_gradients, sum_scalar
 from .generation import drift_stats
 from .losses import LossStats, aggregate, clipped_token_loss, k3_kl
-from .policy import Policy, completion_logprobs, micro_batches
+from .batching import completion_logprobs, micro_batches
+from .policy import Policy
 from .rollout import RolloutBatch, Turn
 
 

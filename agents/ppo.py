@@ -17,7 +17,8 @@ import torch.nn as nn
 
 from .config import AlgoConfig
 from .losses import LossStats, clipped_token_loss
-from .policy import Policy, micro_batches
+from .batching import micro_batches
+from .policy import Policy
 from .rollout import RolloutBatch
 
 

@@ -23,7 +23,8 @@ from typing import Any, Callable
 import torch
 
 from .checkpoints import save_checkpoint
-from .policy import Policy, Sample, micro_batches
+from .batching import micro_batches
+from .policy import Policy, Sample
 
 
 @dataclass

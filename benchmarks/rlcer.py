@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from rubricgym.app.bench import valid_fractions  # noqa: E402
+from rubricgym.app.bench_report import valid_fractions  # noqa: E402
 from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 from rubricgym.app.stages import stage, work_folder  # noqa: E402
 from rubricgym.app.stats import Interval  # noqa: E402

@@ -37,7 +37,7 @@ def test_bench_writes_table_plot_and_command(tmp_path, tiny_model_path):
     table = (tmp_path / "reward_schemes_quick.md").read_text()
     assert "Command: `rubricgym bench --test`" in table and "| Math-v0 | function |" in table
     assert "(reference: rlvr)" in table and "paired 95 % bootstrap" in table
-    from rubricgym.app.bench import result_line
+    from rubricgym.app.bench_report import result_line
 
     assert result_line(rows).startswith("RESULT schemes=2 Math-v0:rlvr=") and "Math-v0:rlvr_gain_significant=" in result_line(rows)
     assert (tmp_path / "reward_schemes_quick.png").stat().st_size > 1000
@@ -103,7 +103,8 @@ def test_three_seeds_give_few_seed_statistics_and_cells_are_reused_only_with_the
     verdict, the RESULT line names seeds and mdd; a rerun reuses the stored rows (same commit,
     config, packages) and says so, and a changed commit reuses nothing."""
     from rubricgym.app import bench, provenance
-    from rubricgym.app.bench import BenchConfig, result_line, run_bench
+    from rubricgym.app.bench import BenchConfig, run_bench
+    from rubricgym.app.bench_report import result_line
 
     config = BenchConfig(envs=("Math-v0",), schemes=("rlvr", "random"), steps=1, group_size=2, groups_per_step=1,
                          eval_tasks=3, max_new_tokens=6, seeds=(0, 1, 2), output_dir=str(tmp_path), command="t",

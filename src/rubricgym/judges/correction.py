@@ -52,6 +52,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 METHODS = ("posterior", "backward", "forward")
 
 
@@ -216,3 +218,36 @@ def _load(path: str, method: str, written: int) -> JudgeCorrection:
     except json.JSONDecodeError as err:
         raise ValueError(f"the judge profile {path!r} is not JSON: {err}") from None
     return JudgeCorrection.from_profile(profile, method=method)
+
+
+def corrected(result: Any, correction: JudgeCorrection | None) -> Any:
+    """``result`` (a :class:`~rubricgym.judges.ruler.RulerResult`) with each score replaced by its corrected score (unchanged without a correction or on failure)."""
+    if correction is None or result.failed:
+        return result
+    reads = correction.reads if result.reads_kept is None else result.reads_kept
+    result.scores = [None if score is None else correction.corrected(score, reads) for score in result.scores]
+    result.explanations = [f"{why} [{correction.method}-corrected over {reads} read(s)]".lstrip()
+                           for why in result.explanations]
+    return result
+
+
+def combine_reads(read_scores: list[list[float]], orders: list[list[int]] | None,
+                  correction: JudgeCorrection | None) -> tuple[list[float], int | None]:
+    """Each member's mean score over a group's reads (``read_scores[r][m]``, read ``r`` shown in
+    ``orders[r]``), leaving out the reads ``correction`` finds order-following; with the number of
+    reads kept (None when none could be dropped). Every read dropped: equal scores, no signal.
+
+    Examples:
+        >>> drop = JudgeCorrection(reads=2, order_threshold=0.9)
+        >>> combine_reads([[0.9, 0.6, 0.3], [0.2, 0.9, 0.4]], [[0, 1, 2], [2, 0, 1]], drop)
+        ([0.2, 0.9, 0.4], 1)
+        >>> combine_reads([[0.9, 0.6, 0.3]], [[0, 1, 2]], drop)
+        ([0.5, 0.5, 0.5], 0)
+    """
+    count = len(read_scores[0]) if read_scores else 0
+    if correction is None or not correction.order_threshold or orders is None:
+        return [float(np.mean([read[m] for read in read_scores])) for m in range(count)], None
+    kept = correction.kept_reads(read_scores, orders)
+    if not kept:
+        return [0.5] * count, 0
+    return [float(np.mean([read_scores[r][m] for r in kept])) for m in range(count)], len(kept)

@@ -57,7 +57,8 @@ def _shown(preset: dict) -> str:
                            smoke)},
         help="compare reward schemes side by side (same env family, agent, seeds, budget)")
 def run_bench(config: BenchRecipe) -> int:
-    from rubricgym.app.bench import markdown_table, result_line, run_bench as bench
+    from rubricgym.app.bench import run_bench as bench
+    from rubricgym.app.bench_report import markdown_table, result_line
 
     rows = bench(config.bench_config())
     print(markdown_table(rows))
