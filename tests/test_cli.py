@@ -133,3 +133,35 @@ def test_unknown_env_fails_before_the_model_loads():
 
     with pytest.raises(gym.error.UnregisteredEnv, match="rubricgym envs"):
         Trainer(TrainConfig(env="Math-v9"), policy=None)  # would load the model if it got that far
+
+
+def _documented_commands() -> list[str]:
+    """Every complete `rubricgym <command> ...` line in the shell blocks of README.md and
+    docs/*.md (placeholders, elisions and continued lines left out), split at `&&`, cut at a comment."""
+    import re
+
+    found = set()
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in re.findall(r"```(?:bash|sh|shell|console)?\n(.*?)```", page.read_text(), re.DOTALL):
+            for line in block.splitlines():
+                for part in line.split("&&"):
+                    part = part.split(" #", 1)[0].strip().removeprefix("$ ")
+                    if re.match(r"rubricgym [a-z]", part) and not re.search(r"[<\[]|\.\.\.|\\$|\|", part):
+                        found.add(part)
+    return sorted(found)
+
+
+def test_every_documented_command_line_parses(capsys):
+    import shlex
+
+    commands = _documented_commands()
+    assert len(commands) >= 15  # 20 when written
+    bad = []
+    for command in commands:
+        words = shlex.split(command)[1:]
+        try:
+            recipes.parse(words)
+        except SystemExit as stop:
+            if stop.code:  # --help exits 0
+                bad.append(f"{command}: {capsys.readouterr().err.strip().splitlines()[-1:]}")
+    assert bad == []
