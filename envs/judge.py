@@ -35,7 +35,7 @@ from typing import Any
 
 from rubricgym.data import read_file
 from rubricgym.judges.base import pair_agreement
-from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, ChatEnvConfig
+from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, ChatEnvConfig, knob_range
 from rubricgym.judges.ruler import (RulerConfig, RulerResponse, build_judge_messages, check_response_ids, pointwise_messages,
                                     with_reference)
 from rubricgym.llm.jsonutil import JSONExtractionError, extract_json
@@ -77,7 +77,7 @@ class JudgeGroupConfig(ChatEnvConfig):
     """Reward of a reply that is not a valid score list (below a reversed order's 0)."""
     max_groups: int = 0
     """Keep the first k groups (0: all)."""
-    max_action_chars: int = 20_000
+    max_action_chars: int = field(default=20_000, metadata=knob_range(1, 10_000_000))
     """Longer replies are refused with an error."""
     pointwise: bool = False
     """Each member is its own task: the observation is RULER's prompt for that one member (what

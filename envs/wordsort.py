@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, ChatEnvConfig
+from rubricgym.chatenv import ChatEnv, Score, TrainingDefaults, check_choice, ChatEnvConfig, knob_range
 from rubricgym.registration import register_family
 from rubricgym.tools import ParsedAction
 
@@ -35,13 +35,13 @@ SYSTEM_PROMPT = "You sort words. Reply with the given words in alphabetical orde
 class WordSortConfig(ChatEnvConfig):
     """Every knob of :class:`WordSortEnv`."""
 
-    num_tasks: int = 200
+    num_tasks: int = field(default=200, metadata=knob_range(1, 100_000))
     """Tasks per split."""
     min_words: int = 3
     max_words: int = 6
     split: str = "train"
     """``train`` or ``test`` (disjoint seeds)."""
-    max_action_chars: int = 2_000
+    max_action_chars: int = field(default=2_000, metadata=knob_range(1, 10_000_000))
     """Longer replies are refused with an error."""
 
 

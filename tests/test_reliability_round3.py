@@ -146,12 +146,16 @@ def test_k_python_calls_share_the_steps_tool_budget(bwrap):
     assert sum("used their" in r or "used their time" in r for r in results) >= 4  # not 6 x 5 s
 
 
-def test_a_lone_surrogate_crosses_async_vector_env_shared_memory():
+def test_a_lone_surrogate_is_refused_and_crosses_async_vector_env_shared_memory_as_an_error():
+    # refused before it is applied (round four): the transcript keeps U+FFFD in its place, so every
+    # process boundary, record and served reply can hold it
     envs = gym.make_vec("WordSort-v0", num_envs=2, vectorization_mode="async")
     try:
         envs.reset(seed=0)
-        observations, rewards, *_ = envs.step(["\ud800", "\udfff \\boxed{1}"])
-        assert observations[0][-2]["content"] == "\ud800" or any("\ud800" in (m["content"] or "") for m in observations[0])
+        observations, rewards, _, _, infos = envs.step(["\ud800", "\udfff \\boxed{1}"])
+        assert any("\ufffd" in (m["content"] or "") for m in observations[0])
+        assert not any("\ud800" in (m["content"] or "") for m in observations[0])
+        assert all("lone surrogate" in error for error in infos["error"])
         assert np.isfinite(rewards).all()
     finally:
         envs.close()

@@ -122,3 +122,55 @@ def test_a_config_object_of_another_class_is_refused():
 
     with pytest.raises(TypeError, match="config must be a MathEnvConfig"):
         gym.make("Math-v0", config=ToolUseConfig())
+
+
+def test_served_tooluse_http_reset_works_and_a_stateless_step_gets_a_typed_error():
+    import glob
+    import os
+    import tempfile
+
+    import httpx
+
+    from rubricgym.openenv.server import make_app, serve_in_thread
+
+    pattern = os.path.join(tempfile.gettempdir(), "rubricgym-tooluse-*")
+    before = set(glob.glob(pattern))
+    with serve_in_thread(make_app("ToolUse-v0", max_sessions=2)) as url:
+        for seed in range(3):  # each builds, resets and closes an env in the server's threads
+            reply = httpx.post(f"{url}/reset", json={"seed": seed}, timeout=60)
+            assert reply.status_code == 200 and reply.json()["observation"]["metadata"]["task_id"].startswith("shop-")
+        step = httpx.post(f"{url}/step", json={"action": {"content": "hello"}}, timeout=60)
+        assert step.status_code == 409 and step.json()["error"]["type"] == "RESET_NEEDED"
+    assert set(glob.glob(pattern)) - before == set()  # no folder left behind
+
+
+def test_a_lone_surrogate_is_refused_before_it_is_applied():
+    import json
+
+    env = gym.make("Math-v0", levels=(1,))
+    env.reset(seed=0)
+    obs, reward, terminated, _, info = env.step("\\boxed{2} \ud800")
+    assert "lone surrogate (U+D800)" in info["error"] and terminated
+    json.dumps(obs, ensure_ascii=False).encode("utf-8")  # the transcript stays representable
+    env.reset(seed=0)
+    _, _, _, _, info = env.step({"role": "assistant", "content": "x",
+                                 "tool_calls": [{"function": {"name": "calculator", "arguments": "\udfff"}}]})
+    assert "tool_calls have a lone surrogate" in info["error"]
+
+
+@pytest.mark.parametrize("env_id,kwargs,error", [
+    ("WordSort-v0", {"num_tasks": 10**9}, "WordSortConfig.num_tasks must be between 1 and 100,000"),
+    ("ToolUse-v0", {"num_tasks": 0}, "ToolUseConfig.num_tasks must be between 1 and 100,000"),
+    ("Math-v0", {"max_turns": 0}, "MathEnvConfig.max_turns must be between 1 and 1,000"),
+    ("RagSupport-v0", {"max_action_chars": -5}, "RagSupportConfig.max_action_chars must be between 1 and"),
+    ("MathRuler-v0", {"judge": "oracle:1.0", "permutations": 10**6}, "RulerConfig.permutations must be between 1 and 64"),
+    ("MathRubric-v0", {"verifier": "oracle:1.0", "rubricator_user": 5}, "RubricConfig.rubricator_user must be a string"),
+    ("MathRuler-v0", {"judge": "oracle:1.0", "history_size": "5"}, "history_size must be an integer between 0 and 1,000"),
+    ("MathRuler-v0", {"judge": 5}, "a judge is a model string"),
+    ("MathRubric-v0", {"verifier": 5}, "a judge is a model string"),
+])
+def test_sizes_and_scheme_knobs_are_refused_where_the_config_is_made(env_id, kwargs, error):
+    with pytest.raises(ValueError, match=error):
+        env = gym.make(env_id, **kwargs)
+        env.reset(seed=0)  # a scorer built lazily is built by now
+        env.step("\\boxed{1}")

@@ -80,6 +80,8 @@ class RewardScheme:
         """(base env kwargs, scorer knobs, one-env history size) of a variant's kwargs."""
         env_kwargs = dict(kwargs)
         history_size = self.history_size if "history_size" in self.knobs else env_kwargs.pop("history_size", self.history_size)
+        if not (isinstance(history_size, int) and not isinstance(history_size, bool) and 0 <= history_size <= 1_000):
+            raise ValueError(f"history_size must be an integer between 0 and 1,000, got {history_size!r:.60}")
         env_kwargs.pop("max_episode_steps", None)
         knobs = {**self.defaults, **{k: env_kwargs.pop(k) for k in list(env_kwargs) if k in self.knobs}}
         return env_kwargs, knobs, history_size

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, TrainingDefaults, knob_range
 from rubricgym.spaces import last_reply
 from rubricgym.tools import ParsedAction, Tool, resolve_tools
 
@@ -37,7 +37,7 @@ class MathEnvConfig(ChatEnvConfig):
     of ``{"problem", "answer"}`` dicts."""
     levels: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
     """Generator levels used when ``dataset="generated"`` (see ``rubricgym.envs.math.tasks``)."""
-    num_tasks: int = 500
+    num_tasks: int = field(default=500, metadata=knob_range(1, 100_000))
     """Generated tasks per level."""
     split: str = "train"
     """Generator split: ``"train"`` or ``"test"`` (disjoint seeds)."""
@@ -45,7 +45,7 @@ class MathEnvConfig(ChatEnvConfig):
     """Overrides the default instructions (the tool description is appended when tools are on)."""
     tools: list[str | Tool] = field(default_factory=list)
     """Tools the agent may call before answering, by name (``["calculator"]``) or as Tool objects."""
-    max_turns: int = 4
+    max_turns: int = field(default=4, metadata=knob_range(1, 1_000))
     """Turn limit with tools (the final answer counts as a turn); single-turn without tools."""
     correct_reward: float = 1.0
     """Outcome reward for an equivalent answer."""
@@ -61,7 +61,7 @@ class MathEnvConfig(ChatEnvConfig):
     undecided_reward: float = 0.0
     """Outcome reward of an undecided check (neutral: halfway between the correct and incorrect
     rewards); ``info["grading"]`` says ``undecided`` and it never counts as solved or as wrong."""
-    max_action_chars: int = 200_000
+    max_action_chars: int = field(default=200_000, metadata=knob_range(1, 10_000_000))
     """Longer replies are refused with an error (they are not graded)."""
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, scripted_sft_rows, split_tasks, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, scripted_sft_rows, split_tasks, TrainingDefaults, knob_range
 from rubricgym.tools import ParsedAction, Tool, ToolError, format_tool_call
 
 from .kb import Article, RagTask, SupportDataset, load_support_dataset
@@ -44,11 +44,11 @@ class RagSupportConfig(ChatEnvConfig):
     retriever: Any = "bm25"
     """``bm25``, ``dense`` (MiniLM, offline when installed), ``hybrid`` (both, rank-fused) or a Retriever."""
     top_k: int = 3
-    max_turns: int = 4
+    max_turns: int = field(default=4, metadata=knob_range(1, 1_000))
     """Agentic mode: turn limit, the answer included."""
     weights: dict[str, float] = field(default_factory=lambda: {"f1": 0.4, "citation": 0.2, "refusal": 0.2, "grounded": 0.2})
     """The env's reward = weighted sum of the components (all four always reported)."""
-    max_action_chars: int = 50_000
+    max_action_chars: int = field(default=50_000, metadata=knob_range(1, 10_000_000))
     split: str = "all"
     """``all``, or ``train`` / ``test``: every fifth question is held out for ``test``."""
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, ChatEnvConfig, scripted_sft_rows, split_tasks, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, ChatEnvConfig, scripted_sft_rows, split_tasks, TrainingDefaults, knob_range
 from rubricgym.data import DatasetLoadError, load_records
 from rubricgym.tools import ParsedAction, format_tool_call
 
@@ -28,7 +28,7 @@ class FunctionCallConfig(ChatEnvConfig):
     """A BFCL-format .jsonl path, or a category name (``bfcl_v4/<category>.jsonl`` in a data folder; ``rubricgym data fetch bfcl_<category>``)."""
     correct_reward: float = 1.0
     incorrect_reward: float = 0.0
-    max_action_chars: int = 200_000
+    max_action_chars: int = field(default=200_000, metadata=knob_range(1, 10_000_000))
     """Longer replies are refused with an error."""
     split: str = "all"
     """``all``, or ``train`` / ``test``: every fifth row is held out for ``test``."""

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 import shutil
 import sqlite3
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, scripted_sft_rows, TrainingDefaults
+from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, scripted_sft_rows, TrainingDefaults, knob_range
 from rubricgym.tools import ParsedAction, ToolError, format_tool_call
 
 from .shop import KINDS, REFUND_WINDOW_DAYS, Shop, ShopTask, create_database, make_task, populate, shop_tools, table_state
@@ -32,12 +33,12 @@ Tools:
 class ToolUseConfig(ChatEnvConfig):
     """Every knob of :class:`ToolUseEnv`."""
 
-    num_tasks: int = 70
+    num_tasks: int = field(default=70, metadata=knob_range(1, 100_000))
     """Tasks per split (kinds cycle: cancel, refund, address, exchange, expired refund, escalation, two requests)."""
     split: str = "train"
     """``train`` or ``test``: disjoint database seeds."""
-    max_turns: int = 10
-    max_action_chars: int = 100_000
+    max_turns: int = field(default=10, metadata=knob_range(1, 1_000))
+    max_action_chars: int = field(default=100_000, metadata=knob_range(1, 10_000_000))
     """Longer replies are refused with an error."""
     outcome_weight: float = 0.8
     """Reward = outcome_weight * (end state == goal) + progress_weight * progress."""
@@ -66,17 +67,22 @@ class ToolUseEnv(ChatEnv):
         self.system_prompt = SYSTEM_PROMPT + "\n".join(json.dumps(tool.schema) for tool in self.tools.values())
         self.db: sqlite3.Connection | None = None
         self.shop: Shop | None = None
-        tasks = [make_task(i, cfg.split) for i in range(cfg.num_tasks)]
-        self._workdir = tempfile.mkdtemp(prefix="rubricgym-tooluse-")  # last: a refused config leaves no folder
-        return tasks
+        self._workdir: str | None = None  # made at the first reset: a refused config or an unused env leaves no folder
+        return [make_task(i, cfg.split) for i in range(cfg.num_tasks)]
+
+    def _folder(self) -> str:
+        if self._workdir is None:
+            self._workdir = tempfile.mkdtemp(prefix="rubricgym-tooluse-")
+        return self._workdir
 
     def first_messages(self, task: ShopTask, options: dict[str, Any]) -> list[dict[str, Any]]:
         self._close_db()
-        path = os.path.join(self._workdir, "shop.sqlite")
+        path = os.path.join(self._folder(), "shop.sqlite")
         if os.path.exists(path):  # a fresh database every episode
             os.remove(path)
         create_database(path, task.seed)
-        self.db = sqlite3.connect(path)
+        # a server steps an env from its executor's threads, one call at a time: the connection may move between them
+        self.db = sqlite3.connect(path, check_same_thread=False)
         self.shop = Shop(self.db)
         self._initial = {t: table_state(self.db, t) for t in task.tables}
         self._goal = self.goal_state(task)
@@ -134,8 +140,28 @@ class ToolUseEnv(ChatEnv):
             self.db = None
 
     def close(self) -> None:
+        """Closes the database and removes its folder; ``reset()`` makes new ones."""
         self._close_db()
-        shutil.rmtree(self._workdir, ignore_errors=True)
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+        super().close()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "ToolUseEnv":
+        """An independent env: the same config and episode, on its own copy of the database (closing
+        one leaves the other working)."""
+        twin = type(self).__new__(type(self))
+        memo[id(self)] = twin
+        own = {"db", "shop", "tools", "_workdir"}  # what points at this env's database
+        twin.__dict__.update({key: copy.deepcopy(value, memo) for key, value in self.__dict__.items() if key not in own})
+        twin.tools = shop_tools(lambda: twin.shop)
+        twin.db = twin.shop = twin._workdir = None
+        if self.db is not None:
+            self.db.commit()
+            twin.db = sqlite3.connect(os.path.join(twin._folder(), "shop.sqlite"), check_same_thread=False)
+            self.db.backup(twin.db)
+            twin.shop = Shop(twin.db)
+        return twin
 
 
 __all__ = ["KINDS", "ToolUseConfig", "ToolUseEnv"]

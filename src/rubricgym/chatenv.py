@@ -50,13 +50,12 @@ Examples:
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Sequence
 
 import gymnasium as gym
 
+from rubricgym.knobs import _is_integer, check_knobs, knob_range  # noqa: F401  (families import them from here)
 from rubricgym.records import EpisodeResult
 from rubricgym.spaces import AssistantReplySpace, ChatSpace
 from rubricgym.tools import MAX_TOOL_CALLS, ParsedAction, Tool, execute_tool_calls, parse_action
@@ -94,60 +93,6 @@ def make_config(config_class: type, config: Any, kwargs: dict[str, Any]) -> Any:
             raise TypeError(f"unknown keyword {name!r}{hint}; {config_class.__name__} has: {', '.join(sorted(known))}")
     check_knobs(config_class, kwargs)  # before the family's own __post_init__ reads them
     return config_class(**kwargs)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-# the annotations a knob's value is checked against (anything else is the family's own to check):
-# name -> (accepts, what to say)
-_KNOB_TYPES: dict[str, tuple[Any, str]] = {
-    "int": (_is_integer, "an integer"),
-    "float": (lambda v: _is_number(v) and math.isfinite(v), "a finite number"),
-    "bool": (lambda v: isinstance(v, bool), "True or False"),
-    "str": (lambda v: isinstance(v, str), "a string"),
-    "str | None": (lambda v: v is None or isinstance(v, str), "a string or None"),
-    "tuple[int, ...]": (lambda v: isinstance(v, (list, tuple)) and all(_is_integer(x) for x in v),
-                        "a list of integers"),
-    "dict[str, float]": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_number(x) and math.isfinite(x)
-                                                              for k, x in v.items()), "a dict of names to finite numbers"),
-    "dict[str, Any]": (lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v), "a dict with string keys"),
-    "dict[str, Any] | None": (lambda v: v is None or (isinstance(v, dict) and all(isinstance(k, str) for k in v)),
-                              "a dict with string keys or None"),
-}
-
-
-def check_knobs(config_class: type, values: dict[str, Any]) -> None:
-    """Refuse a knob whose value does not fit its declared type, naming the knob, what it takes and
-    what it got, where the config is made (not steps later). Numbers must be finite: a NaN or an
-    infinite reward weight would reach the trainer as a non-finite reward.
-
-    Examples:
-        >>> from dataclasses import dataclass
-        >>> @dataclass
-        ... class Knobs:
-        ...     weight: float = 1.0
-        ...     history_size: int = 4
-        >>> check_knobs(Knobs, {"weight": float("nan")})
-        Traceback (most recent call last):
-        ...
-        ValueError: Knobs.weight must be a finite number, got nan
-        >>> check_knobs(Knobs, {"history_size": "5"})
-        Traceback (most recent call last):
-        ...
-        ValueError: Knobs.history_size must be an integer, got '5'
-    """
-    declared = {f.name: f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-                for f in fields(config_class)}
-    for name, value in values.items():
-        rule = _KNOB_TYPES.get(str(declared.get(name, "")).replace("typing.", ""))
-        if rule is not None and not rule[0](value):
-            raise ValueError(f"{config_class.__name__}.{name} must be {rule[1]}, got {value!r:.80}")
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
@@ -197,10 +142,10 @@ class ChatEnvConfig:
     """The knobs every family has; a family's config subclasses it (and may change the defaults
     by declaring the field again)."""
 
-    max_turns: int = 1
+    max_turns: int = field(default=1, metadata=knob_range(1, 1_000))
     """The turn limit (the final answer counts as a turn): tool calls, or another try after an
     invalid action, each take one; 1 = single-turn."""
-    max_action_chars: int = 200_000
+    max_action_chars: int = field(default=200_000, metadata=knob_range(1, 10_000_000))
     """Longer replies are refused with an error; the action space's limit is the same number."""
 
 
@@ -407,6 +352,14 @@ class ChatEnv(gym.Env):
         if error:
             extra["error"] = error
         return list(self.messages), float(scored.reward), not truncated, truncated, self._info(**extra)
+
+    def close(self) -> None:
+        """Ends the current episode and releases what the env holds (a family that holds files or
+        connections overrides it and calls this); ``reset()`` afterwards starts a new episode, and
+        a step before it is answered as a step after the end. ``copy.deepcopy(env)`` gives an
+        independent env in the same state (closing one leaves the other working)."""
+        self._ended = True
+        super().close()
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

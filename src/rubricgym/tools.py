@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -273,6 +274,9 @@ def parse_action(action: Any, max_chars: int = 1_000_000, max_calls: int = MAX_T
         raw_calls = action.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             return ParsedAction(content, invalid=f"'tool_calls' must be a list, got {type(raw_calls).__name__}")
+        bad = _calls_unrepresentable(raw_calls) if raw_calls else None
+        if bad:
+            return ParsedAction(LONE_SURROGATE.sub("\ufffd", content), invalid=f"the action's tool_calls have {bad}")
         parsed = _parse_text(content, max_chars, max_calls)
         for index, raw in enumerate(raw_calls[:max_calls], start=1):
             decoded = _decode_call(raw, f"tool_calls[{index - 1}]")
@@ -311,9 +315,37 @@ def _cap_calls(parsed: ParsedAction, total: int, max_calls: int) -> ParsedAction
     return parsed
 
 
+#: a UTF-16 surrogate on its own: Python strings can hold one, UTF-8 (JSON, SQLite, a socket) cannot
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unrepresentable(text: str) -> str | None:
+    """Why ``text`` cannot be recorded or sent as UTF-8 (a lone surrogate), or None.
+
+    Examples:
+        >>> unrepresentable("fine"), unrepresentable("x" + chr(0xD800))
+        (None, 'a lone surrogate (U+D800) at character 1: not valid Unicode text')
+    """
+    found = LONE_SURROGATE.search(text)
+    return None if found is None else (f"a lone surrogate (U+{ord(found.group()):04X}) at character {found.start()}: "
+                                        "not valid Unicode text")
+
+
+def _calls_unrepresentable(raw_calls: list) -> str | None:
+    """:func:`unrepresentable` over the strings in a reply's tool calls (other faults, such as a
+    number JSON cannot hold, are the call decoder's to report)."""
+    try:
+        return unrepresentable(json.dumps(raw_calls, ensure_ascii=False, default=repr))
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
 def _parse_text(text: str, max_chars: int, max_calls: int = MAX_TOOL_CALLS) -> ParsedAction:
     if len(text) > max_chars:
         return ParsedAction(text[:200], invalid=f"the reply has {len(text):,} characters, over the limit of {max_chars:,}")
+    bad = unrepresentable(text)
+    if bad:  # refused before it is applied: the transcript, a record or a served reply could not hold it
+        return ParsedAction(LONE_SURROGATE.sub("\ufffd", text), invalid=f"the reply has {bad}")
     parsed = ParsedAction(text)
     if OPEN_TAG not in text:
         return parsed

@@ -37,6 +37,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from rubricgym.llm import LLM, JSONExtractionError, LLMCallError, extract_json, make_llm
 
+from rubricgym.knobs import check_knobs
+
 from .rubric_bank import RubricBank, RubricTracker
 from .base import GroupScore, Member, MemberScore
 from .checkable import OracleVerifier
@@ -377,6 +379,9 @@ class RubricConfig:
     """The verifier's instructions."""
     verifier_user: str = VERIFIER_USER
     """The verifier's request; ``{problem}``, ``{cot}`` and ``{items}`` are filled in."""
+
+    def __post_init__(self) -> None:
+        check_knobs(RubricConfig, vars(self))  # a prompt given as 5, a NaN alpha: refused now, not at the first group
 
 
 DIAGNOSTICS = ("valid_fraction", "informative_valid_fraction", "mean_valid_corr", "mean_cot_reward", "num_items", "items_per_rubric", "format_rate",

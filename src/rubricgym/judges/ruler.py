@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from rubricgym.knobs import check_knobs, knob_range
 from rubricgym.judges.correction import JudgeCorrection, combine_reads, corrected
 from rubricgym.judges.oracle import OracleJudge, is_oracle
 from rubricgym.llm import LLM, LLMCallError, make_llm
@@ -82,7 +83,7 @@ class RulerConfig:
     """Send the messages common to every trajectory once, as a context block."""
     dedup: bool = True
     """Judge identical trajectories once and copy the score."""
-    permutations: int = 1
+    permutations: int = field(default=1, metadata=knob_range(1, 64))
     """Judge the group in this many presentation orders and average (against position bias)."""
     shuffle: bool = False
     """Shuffle the order even with one permutation."""
@@ -118,6 +119,7 @@ class RulerConfig:
     """Print each group's scores and the judge's reasoning (rich)."""
 
     def __post_init__(self):
+        check_knobs(RulerConfig, vars(self))  # types, finiteness and ranges, now
         if self.scoring not in SCORINGS:
             raise ValueError(f"scoring must be one of {', '.join(map(repr, SCORINGS))}, got {self.scoring!r}")
         self.judge_correction()  # a missing or unusable profile fails here, not at the first group

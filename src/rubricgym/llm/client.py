@@ -384,6 +384,10 @@ def make_llm(model: str | LLM | ChatBackend, *, api_base: str | None = None, api
     if isinstance(model, LLM):
         return model
     if not isinstance(model, str):
+        if not callable(getattr(type(model), "complete", None)):  # a backend is any object with complete()
+            raise ValueError(f"a judge is a model string ('local', 'local:<checkpoint>', 'openai/<name>', "
+                             f"'oracle:<accuracy>', 'proxy:<url>'), an LLM or a backend with complete(); "
+                             f"got {type(model).__name__} {model!r:.60}")
         return LLM(model, config)
     if model == "local" or model.startswith("local:"):
         from .backends import TransformersBackend

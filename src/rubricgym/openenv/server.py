@@ -127,8 +127,20 @@ def make_app(env_id: str, max_sessions: int = 64, idle_timeout_s: float | None =
         raise gym.error.UnregisteredEnv(f"{env_id!r} is not a registered id; `rubricgym envs` lists them")
     RubricgymEnvironment(env_id, env_kwargs).close()
     factory = partial(RubricgymEnvironment, env_id, env_kwargs)
-    return create_app(factory, ChatAction, ChatObservation, env_name=env_id, state_cls=ChatState,
-                      concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s))
+    app = create_app(factory, ChatAction, ChatObservation, env_name=env_id, state_cls=ChatState,
+                     concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s))
+    app.add_exception_handler(gym.error.ResetNeeded, _reset_needed)
+    return app
+
+
+async def _reset_needed(request: Any, error: Exception):
+    """OpenEnv's HTTP ``/step`` builds a fresh env per request (its HTTP API keeps no episode), so a
+    step there has no episode to act in: say so with a typed error (409), not a bare 500."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=409, content={"error": {"type": "RESET_NEEDED", "message": (
+        "HTTP /step has no episode: OpenEnv's HTTP routes build a fresh env per request. Play an episode over the "
+        "WebSocket session at /ws (gym.make('OpenEnv-v0', url=...) does), which keeps one env from reset to the end")}})
 
 
 def app_from_environ():

@@ -15,7 +15,7 @@ Examples:
     >>> "WordSort-v0" in family_ids() and "OpenEnv-v0" not in family_ids()
     True
     >>> sorted(CHECKS)[:3]
-    ['bad_actions', 'check_env', 'group_env']
+    ['bad_actions', 'check_env', 'close_and_copy']
 """
 
 from __future__ import annotations
@@ -145,6 +145,32 @@ def _play_group(envs: Any, env_id: str) -> dict[str, Any]:
     raise AssertionError(f"{env_id}: the group did not end within {turns} turns")
 
 
+def check_close_and_copy(env_id: str, run: ContractRun) -> None:
+    """``copy.deepcopy(env)`` mid-episode is independent (the same next step; closing the copy leaves
+    the original working); after ``close()`` a step is answered as after the end, ``reset()`` starts
+    again, and closing twice is harmless."""
+    import copy
+
+    env = gym.make(env_id, **contract_kwargs(env_id)).unwrapped
+    env.reset(seed=0)
+    twin = copy.deepcopy(env)
+    action = script(env)[0]
+    one, two = env.step(action), twin.step(action)
+    assert (one[0], one[1:4]) == (two[0], two[1:4]), f"{env_id}: a deep copy steps differently"
+    twin.close()
+    env.reset(seed=1)
+    env.step(action)  # the original still works after its copy is closed
+    env.close()
+    _, reward, terminated, _, info = env.step(action)
+    assert (reward, terminated, info.get("episode_ended")) == (0.0, True, True), f"{env_id}: a step after close()"
+    fresh = gym.make(env_id, **contract_kwargs(env_id)).unwrapped
+    fresh.reset(seed=2)
+    actions = script(fresh)  # (a family's tools may follow the task)
+    assert play(env, 2, actions) == play(fresh, 2, actions), f"{env_id}: reset() after close() differs from a new env"
+    fresh.close()
+    env.close()
+
+
 def check_group_env(env_id: str, run: ContractRun) -> None:
     """``gym.make_vec(id, num_envs=4, group_size=2)``: members of a group share the task; every
     member's trajectory comes back when its group ends, with its episode result."""
@@ -210,6 +236,7 @@ CHECKS: dict[str, Callable[[str, ContractRun], None]] = {
     "check_env": check_env_api,
     "seeded_replay": check_seeded_replay,
     "bad_actions": check_bad_actions,
+    "close_and_copy": check_close_and_copy,
     "group_env": check_group_env,
     "judged_variant": check_judged_variant,
     "serve_round_trip": check_serve_round_trip,
