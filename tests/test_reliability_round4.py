@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import rubricgym  # noqa: F401
+from rubricgym.chatenv import ChatEnv, Score
 
 
 def test_long_distinct_answers_never_fill_the_verdict_cache():
@@ -174,3 +175,44 @@ def test_sizes_and_scheme_knobs_are_refused_where_the_config_is_made(env_id, kwa
         env = gym.make(env_id, **kwargs)
         env.reset(seed=0)  # a scorer built lazily is built by now
         env.step("\\boxed{1}")
+
+
+class _MisbehavingServerFamily(ChatEnv):
+    """A served family that answers "slow" after 3 s and "inf" with an infinite reward."""
+
+    def setup(self):
+        return ["a", "b"]
+
+    def task_id(self, task):
+        return task
+
+    def first_messages(self, task, options):
+        return [{"role": "system", "content": "Say anything."}, {"role": "user", "content": task}]
+
+    def score(self, final):
+        import time
+
+        text = final.content if final is not None else ""
+        if text == "slow":
+            time.sleep(3)
+        return Score(reward=float("inf") if text == "inf" else 1.0, components={"outcome": 1.0}, correct=True)
+
+
+def test_openenv_client_holds_one_deadline_per_call_and_refuses_what_it_cannot_pass_on():
+    from rubricgym.openenv.server import make_app, serve_in_thread
+    from rubricgym.testing.contract import registered
+
+    with registered("Misbehaving", _MisbehavingServerFamily):
+        with serve_in_thread(make_app("Misbehaving-v0")) as url:
+            env = gym.make("OpenEnv-v0", url=url, message_timeout_s=1.0)
+            env.reset(seed=0)
+            _, reward, terminated, truncated, info = env.step("slow")
+            # the call and its one replay each stop at the deadline: an episode ended, truncated, with the reason
+            assert (reward, terminated, truncated) == (0.0, False, True) and "did not answer step within 1 s" in info["error"]
+            env.reset(seed=0)
+            _, reward, _, truncated, info = env.step("inf")
+            assert truncated and reward == 0.0 and "broke the protocol" in info["error"] and np.isfinite(reward)
+            env.reset(seed=0)
+            _, reward, terminated, _, info = env.step("fine")  # the env goes on working
+            assert (reward, terminated) == (1.0, True) and "error" not in info
+            env.close()

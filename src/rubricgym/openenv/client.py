@@ -42,8 +42,22 @@ from rubricgym.records import EpisodeResult
 from rubricgym.registration import register_family
 from rubricgym.spaces import AssistantReplySpace, ChatSpace
 
-#: what connection failures look like through OpenEnv's client (a closed socket, a refused connect, a timeout)
-_CONNECTION_ERRORS = (ConnectionError, TimeoutError, OSError)
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """What connection failures look like through OpenEnv's client: a closed socket, a refused
+    connect, a timeout, and websockets' own ``ConnectionClosed`` (a cut mid-message; not an OSError)."""
+    try:
+        from websockets.exceptions import ConnectionClosed
+    except ImportError:  # openenv not installed: the env refuses to start anyway
+        return (ConnectionError, TimeoutError, OSError)
+    return (ConnectionError, TimeoutError, OSError, ConnectionClosed)
+
+
+_CONNECTION_ERRORS = _connection_errors()
+
+
+class ProtocolError(ConnectionError):
+    """The server answered with something the env cannot pass on (a non-finite reward, an
+    observation that is not a chat): treated as a lost session, never handed to the agent."""
 
 
 @dataclass
@@ -66,7 +80,8 @@ class OpenEnvConfig:
     connect_timeout_s: float = 10.0
     """Seconds to open a session (and to read the server's schema)."""
     message_timeout_s: float = 120.0
-    """Seconds to wait for one reset or step reply (a judged step waits on its judge)."""
+    """Seconds to wait for one reset or step reply (a judged step waits on its judge): one deadline
+    for the whole call, however the server drips or fragments its reply."""
     reset_kwargs: dict[str, Any] | None = None
     """Extra reset arguments of every episode (a split, a difficulty ...)."""
 
@@ -237,7 +252,52 @@ class OpenEnvEnv(gym.Env):
                 pass
 
     def _call(self, method: str, *args: Any, **kwargs: Any):
-        return getattr(self._session(), method)(*args, **kwargs)
+        """``reset`` / ``step`` on the session within one overall deadline (``message_timeout_s``):
+        OpenEnv's own timeout is per message read, so a server that drips bytes held a step for
+        ever. Past the deadline the call is cancelled, the session dropped, and TimeoutError raised."""
+        import asyncio
+        import concurrent.futures
+
+        client = self._session()
+        call = getattr(client.async_client, f"_{method}_async")  # the coroutine OpenEnv's sync wrapper runs
+        deadline = self.config.message_timeout_s
+
+        async def bounded():
+            return await asyncio.wait_for(call(*args, **kwargs), timeout=deadline)
+
+        try:
+            result = client._run(bounded())
+        except (asyncio.TimeoutError, concurrent.futures.TimeoutError):
+            self._drop_session()
+            raise TimeoutError(f"the env server at {self.url} did not answer {method} within {deadline:g} s") from None
+        return self._checked(result)
+
+    def _checked(self, result: Any) -> Any:
+        """``result`` when the env can pass it on: a finite reward, a dict observation, and for a chat
+        server a list of chat messages; else :class:`ProtocolError`."""
+        import math
+
+        reward = result.reward
+        if reward is not None and not (isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward)):
+            raise ProtocolError(f"the server sent a reward of {reward!r:.40}: not a finite number")
+        if not isinstance(result.observation, dict):
+            raise ProtocolError(f"the server sent an observation of type {type(result.observation).__name__}, not an object")
+        episode = self._metadata(result).get("episode")
+        if isinstance(episode, dict):
+            from pydantic import ValidationError
+
+            try:
+                EpisodeResult.model_validate(episode)
+            except ValidationError as error:  # e.g. an infinite reward, which JSON carries as null
+                problem = error.errors()[0]
+                raise ProtocolError(f"the server sent an episode result with {'.'.join(map(str, problem['loc']))}: "
+                                    f"{problem['msg']}") from None
+        if self.chat_server:
+            messages = result.observation.get("messages")
+            if not ChatSpace().contains(list(messages) if isinstance(messages, list) else messages):
+                raise ProtocolError("the server sent an observation whose messages are not a chat "
+                                    "(role user / assistant / system / tool, content a string)")
+        return result
 
     # -- gymnasium -------------------------------------------------------------------------------
 
@@ -295,6 +355,8 @@ class OpenEnvEnv(gym.Env):
                 self.messages.append({"role": "assistant", "content": payload[self.action_field]})
             self.messages.append({"role": "user", "content": f"Error: {error}"})
             return self._after_refusal(str(error))
+        except ProtocolError as error:  # an answer that cannot be passed on: the episode ends here, truncated
+            return self._lost(f"the env server at {self.url} broke the protocol: {error}")
         except _CONNECTION_ERRORS as error:
             try:
                 result, replayed = self._replay(payload), True
