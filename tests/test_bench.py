@@ -85,7 +85,7 @@ def test_bench_rows_derive_from_the_registry():
     assert list(rows)[0] == "rlvr" and {"ruler", "ruler+rlvr", "rubric", "function"} <= set(rows)
     assert rows["ruler"].knobs == {"combine": "replace"} and rows["ruler+rlvr"].knobs == {} and rows["rubric"].env_id == "MathRubric-v0"
     # the family's own reward first, then the controls beside it, then the schemes
-    assert [row.name for row in bench_rows("RagSupport-v0")][:4] == ["components", "random", "ruler", "ruler+components"]
+    assert [row.name for row in bench_rows("RagSupport-v0")][:5] == ["components", "random", "partial", "ruler", "ruler+components"]
     assert [row.name for row in bench_rows("Math-v0")][:3] == ["rlvr", "random", "format"]
 
 

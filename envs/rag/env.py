@@ -168,6 +168,15 @@ class RagSupportEnv(ChatEnv):
             "grounded": grounded,
         }, missing
 
+    def partial_credit(self, final: ParsedAction | None, score: Score) -> dict[str, float]:
+        """Support's parts of a task: ``citation`` (cited the passage that answers it), ``refusal``
+        (refused exactly when it should) and, in agentic mode, ``valid_calls`` (the share of search
+        calls that ran without an error)."""
+        parts = {"citation": score.components["citation"], "refusal": score.components["refusal"]}
+        if self.config.mode == "agentic":
+            parts["valid_calls"] = self.valid_call_rate()
+        return parts
+
     def score(self, final: ParsedAction | None) -> Score:
         answer = None if final is None else final.content
         components, missing = self.components(answer)

@@ -5,6 +5,7 @@ the goal end state of the database."""
 from __future__ import annotations
 
 import random
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable
@@ -34,6 +35,8 @@ CREATE TABLE refunds (id INTEGER PRIMARY KEY AUTOINCREMENT, order_id INTEGER NOT
 CREATE TABLE escalations (id INTEGER PRIMARY KEY AUTOINCREMENT, customer_id INTEGER NOT NULL REFERENCES customers(id),
                           order_id INTEGER, reason TEXT NOT NULL);
 """
+#: every table of the shop, in the schema's order
+TABLES = tuple(re.findall(r"CREATE TABLE (\w+)", SCHEMA))
 
 FIRST = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Femi", "Greta", "Hiro", "Iris", "Jonas", "Kemal", "Lucia", "Mads", "Nora"]
 LAST = ["Silva", "Okafor", "Novak", "Berg", "Rossi", "Tanaka", "Dubois", "Kowalski", "Meyer", "Haddad"]

@@ -15,7 +15,7 @@ from typing import Any
 from rubricgym.chatenv import ChatEnv, Score, check_choice, ChatEnvConfig, scripted_sft_rows, TrainingDefaults, knob_range
 from rubricgym.tools import ParsedAction, ToolError, format_tool_call
 
-from .shop import KINDS, REFUND_WINDOW_DAYS, Shop, ShopTask, create_database, make_task, populate, shop_tools, table_state
+from .shop import KINDS, TABLES, REFUND_WINDOW_DAYS, Shop, ShopTask, create_database, make_task, populate, shop_tools, table_state
 
 SYSTEM_PROMPT = f"""You are a customer-service agent of Trailhead Outfitters, an outdoor-gear shop. Use the tools to look \
 up customers and orders and to change them. Shop rules: only pending orders can be cancelled or get a new shipping \
@@ -85,6 +85,7 @@ class ToolUseEnv(ChatEnv):
         self.db = sqlite3.connect(path, check_same_thread=False)
         self.shop = Shop(self.db)
         self._initial = {t: table_state(self.db, t) for t in task.tables}
+        self._untouched = {t: table_state(self.db, t) for t in TABLES if t not in task.tables}
         self._goal = self.goal_state(task)
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.instruction}]
 
@@ -128,6 +129,23 @@ class ToolUseEnv(ChatEnv):
         outcome = float(all(table_state(self.db, t) == self._goal[t] for t in self.task.tables))
         progress = 1.0 if outcome else max(0.0, achieved - wrong) / max(needed, 1)
         return {"outcome": outcome, "progress": progress}
+
+    def partial_credit(self, final: ParsedAction | None, score: Score) -> dict[str, float]:
+        """The shop's parts of a task: ``valid_calls`` (the share of tool calls that ran without an
+        error), ``right_tables`` (1 when the task's tables changed where they should and nothing else
+        did), ``right_rows`` (the share of the needed row changes made) and ``no_forbidden`` (1 when
+        no row changed that the task does not change). Their mean orders the end states: solved 1,
+        partly solved between, nothing done and harm done 0.25 (a valid harmful call: its valid
+        call; nothing: no harm)."""
+        needed = achieved = wrong = 0
+        for table in self.task.tables:
+            initial, goal, final_rows = set(self._initial[table]), set(self._goal[table]), set(table_state(self.db, table))
+            need, made = initial ^ goal, initial ^ final_rows
+            needed, achieved, wrong = needed + len(need), achieved + len(need & made), wrong + len(made - need)
+        touched_elsewhere = any(table_state(self.db, t) != self._untouched[t] for t in TABLES if t not in self.task.tables)
+        no_forbidden = wrong == 0 and not touched_elsewhere
+        return {"valid_calls": self.valid_call_rate(), "right_tables": float(achieved > 0 and no_forbidden),
+                "right_rows": achieved / max(needed, 1), "no_forbidden": float(no_forbidden)}
 
     def score(self, final: ParsedAction | None) -> Score:
         components = self.components()

@@ -15,7 +15,7 @@ is declared on it with a default:
 * :meth:`score` (the components, reward and correctness of the final action);
 * optionally :meth:`turn_limit`, :meth:`task_info` (extra reset ``info``), :meth:`reference`,
   :meth:`find_task`, :meth:`after_tool_call`, :meth:`held_out_kwargs`,
-  :meth:`scripted_sft_rows` and ``execute_tools``;
+  :meth:`scripted_sft_rows`, :meth:`partial_credit` and ``execute_tools``;
 * as a class attribute, its :class:`TrainingDefaults` (what ``rubricgym train / eval / bench``
   and the trainer adapters use unless told otherwise).
 
@@ -201,6 +201,8 @@ class ChatEnv(gym.Env):
         self.messages: list[dict[str, Any]] = []
         self._turn = 0
         self._ended = True
+        #: this episode's tool calls, and those answered with an error
+        self.tool_calls_made = self.tool_calls_failed = 0
 
     # -- what a family supplies ------------------------------------------------------------------
 
@@ -243,6 +245,18 @@ class ChatEnv(gym.Env):
 
     def after_tool_call(self) -> None:
         """Called after each executed tool call (e.g. to commit a database transaction)."""
+
+    def partial_credit(self, final: ParsedAction | None, score: Score) -> dict[str, float]:
+        """Parts of the task done, each in [0, 1], read from the family's own state at the episode's
+        end (the ``partial`` scheme rewards their mean: a signal where pass / fail is flat); empty:
+        the family defines none. ``self.tool_calls_made`` / ``self.tool_calls_failed`` count the
+        episode's tool calls."""
+        return {}
+
+    def valid_call_rate(self) -> float:
+        """The share of this episode's tool calls that ran without an error (0.0 when none was made:
+        no call is no credit)."""
+        return (self.tool_calls_made - self.tool_calls_failed) / self.tool_calls_made if self.tool_calls_made else 0.0
 
     @classmethod
     def held_out_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -288,6 +302,7 @@ class ChatEnv(gym.Env):
         if options.get("hint"):  # e.g. a task's banked rubric items: shown the same way in every family
             self._append_hint(str(options["hint"]))
         self._turn, self._ended = 0, False
+        self.tool_calls_made = self.tool_calls_failed = 0
         return list(self.messages), self._info()
 
     def _append_hint(self, hint: str) -> None:
@@ -323,6 +338,8 @@ class ChatEnv(gym.Env):
         if self.tools and self.execute_tools and parsed.wants_tools:
             results, errors = execute_tool_calls(parsed, self.tools, after_each=self.after_tool_call,
                                                  max_seconds=self.max_tool_seconds)
+            self.tool_calls_made += len(parsed.tool_calls) + len(parsed.errors)
+            self.tool_calls_failed += min(len(errors), len(parsed.tool_calls) + len(parsed.errors))
             self.messages += results
             if self._turn >= self.max_turns:
                 return self._finish(None, error=TURN_LIMIT, truncated=True)
@@ -339,6 +356,9 @@ class ChatEnv(gym.Env):
     def _finish(self, final: ParsedAction | None, error: str | None, truncated: bool):
         self._ended = True
         scored = self.score(final)
+        partial = {name: float(value) for name, value in self.partial_credit(final, scored).items()}
+        if partial:  # kept with the episode: the partial scheme reads it from there
+            scored.info = {**scored.info, "partial_credit": partial}
         components = {name: float(value) for name, value in scored.components.items()}
         user = next((m.get("content") or "" for m in self.messages if m.get("role") == "user"), "")
         episode = EpisodeResult(
