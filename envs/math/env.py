@@ -98,6 +98,15 @@ class MathEnv(ChatEnv):
         return {**kwargs, "split": "test"}
 
     @classmethod
+    def scripted_agents(cls) -> dict[str, Any]:
+        """``expert`` (the calculator policy: exact) and ``partly_right`` (the estimate policy: one
+        significant digit, right on small sums only)."""
+        from .scripted import POLICIES
+
+        return {"expert": lambda messages, env: POLICIES["calculator"](messages),
+                "partly_right": lambda messages, env: POLICIES["estimate"](messages)}
+
+    @classmethod
     def scripted_sft_rows(cls, policy: str, episodes: int, seed: int, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         """SFT rows from a scripted agent's solved episodes (``TrainConfig.warm_start = "scripted:<agent>"``;
         :func:`rubricgym.envs.math.scripted.scripted_sft_rows`)."""

@@ -112,6 +112,13 @@ class ToolUseEnv(ChatEnv):
         return scripted_sft_rows(cls(**{**(env_kwargs or {}), "split": "train"}), _reference_turn, episodes, seed,
                                  every_task=True)
 
+    @classmethod
+    def scripted_agents(cls) -> dict[str, Any]:
+        """``expert`` (the reference agent: solves every task), ``partly_right`` (the lookups and
+        every correct call but the last, then a closing message) and ``harmful`` (changes what the
+        customer did not ask for: cancels the order, or moves its address when cancelling was asked)."""
+        return {"expert": _reference_turn, "partly_right": _partly_right_turn, "harmful": _harmful_turn}
+
     def task_info(self) -> dict[str, Any]:
         return {"instruction": self.task.instruction, "kind": self.task.kind, "params": dict(self.task.params)}
 
@@ -226,6 +233,26 @@ def tooluse_candidates(env: Any, messages: list, info: dict) -> list[str]:
     calls.append(_call("escalate", customer_id=customer_id, order_id=order, reason="customer request"))
     calls.append("Thank you, your request is handled.")
     return calls
+
+
+def _partly_right_turn(messages: list[dict[str, Any]], env: "ToolUseEnv") -> str:
+    """The reference agent's plan without its last call (for a one-call task: a lookup only)."""
+    order = next((arguments["order_id"] for _, arguments in env.task.solution if "order_id" in arguments), None)
+    calls = [_call(name, **arguments) for name, arguments in env.task.solution[:-1]]
+    plan = (calls or ([_call("get_order", order_id=order)] if order is not None else [])) + ["I have looked into it. Done."]
+    made = sum(1 for m in messages if m.get("role") == "assistant")
+    return plan[min(made, len(plan) - 1)]
+
+
+def _harmful_turn(messages: list[dict[str, Any]], env: "ToolUseEnv") -> str:
+    """A valid call that changes what was not asked for, then a confident closing message."""
+    order = next((arguments["order_id"] for _, arguments in env.task.solution if "order_id" in arguments), None)
+    cancels = any(name == "cancel_order" for name, _ in env.task.solution)
+    harm = (_call("update_address", order_id=order, line="1 Wrong Street", city="Lyon", country="France") if cancels
+            else _call("cancel_order", order_id=order)) if order is not None else "Done."
+    plan = [harm, "All sorted, thank you."]
+    made = sum(1 for m in messages if m.get("role") == "assistant")
+    return plan[min(made, len(plan) - 1)]
 
 
 def _reference_turn(messages: list[dict[str, Any]], env: "ToolUseEnv") -> str:

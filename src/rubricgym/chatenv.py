@@ -264,6 +264,14 @@ class ChatEnv(gym.Env):
         return {**kwargs, **cls.training.held_out}
 
     @classmethod
+    def scripted_agents(cls) -> dict[str, Any]:
+        """The family's scripted agents by name, ``act(messages, env) -> the next reply``, with a
+        spread of quality (an expert, a partly right one, a harmful one): judge groups mix them in
+        (``record_groups(..., scripted_members=k)``) so that a group holds a success where the policy
+        rarely succeeds. Empty: the family has none."""
+        return {}
+
+    @classmethod
     def scripted_sft_rows(cls, policy: str, episodes: int, seed: int, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         """SFT rows from a scripted agent's solved episodes (``TrainConfig.warm_start =
         "scripted:<policy>"``); a family without scripted agents refuses (see :func:`scripted_sft_rows`)."""

@@ -86,10 +86,43 @@ class JudgeTrainingConfig:
     balance: bool = True
     """Pointwise SFT rows: as many good answers (teacher score above 0.5) as bad ones (the
     majority is subsampled, seeded), so the judge cannot win by always saying the common verdict."""
+    env: str = ""
+    """Judge groups of this family instead of ``groups`` / ``eval_groups``: the base model's groups
+    on the family's training tasks and, held out, on its test tasks, each with ``scripted_members``
+    of the family's scripted agents mixed in (the gold: the family's own verified outcome), written
+    to ``<output_dir>/groups-train.jsonl`` and ``groups-test.jsonl`` (kept: a rerun reuses them)."""
+    env_groups: int = 64
+    """Groups recorded per split with ``env`` (the held-out split gets a quarter, at least 4)."""
+    env_group_size: int = 4
+    """The base model's episodes per recorded group with ``env``."""
+    scripted_members: int = 2
+    """Scripted agents' episodes added to each recorded group with ``env``."""
     policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(max_new_tokens=96, temperature=1.0))
     output_dir: str = "runs/judge"
     """``sft/`` and ``grpo/`` checkpoints, ``curve.json`` and ``judge_curve.png`` go here."""
     seed: int = 0
+
+
+def family_groups(config: JudgeTrainingConfig) -> JudgeTrainingConfig:
+    """``config`` with its groups recorded from ``config.env`` (see :attr:`JudgeTrainingConfig.env`);
+    unchanged without one."""
+    if not config.env:
+        return config
+    from rubricgym.agents.policy import Policy
+    from rubricgym.app.judge_data import record_groups
+    from rubricgym.registration import held_out, training_kwargs
+
+    out = Path(config.output_dir)
+    splits = {"train": (config.env, training_kwargs(config.env, {}), config.env_groups),
+              "test": (*held_out(config.env, {}), max(4, config.env_groups // 4))}
+    paths = {split: out / f"groups-{split}.jsonl" for split in splits}
+    if not all(path.is_file() for path in paths.values()):
+        policy = Policy(replace(config.policy, lora_r=0, adapter=None))  # the base model's own answers
+        for split, (env_id, kwargs, groups) in splits.items():
+            paths[split].unlink(missing_ok=True)
+            record_groups(env_id, kwargs, groups=groups, group_size=config.env_group_size, out=paths[split], seed=config.seed,
+                          policy=policy, scripted_members=config.scripted_members)
+    return replace(config, groups=str(paths["train"]), eval_groups=str(paths["test"]))
 
 
 def judge_env(groups: str, split: str = "train", **kwargs: Any) -> JudgeGroupEnv:
@@ -247,6 +280,7 @@ def train_judge(config: JudgeTrainingConfig, progress: bool = True) -> dict[str,
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    config = family_groups(config)
     held_out = eval_env(config)
     set_seed(config.seed)
     curve: list[dict[str, Any]] = []

@@ -154,6 +154,9 @@ class JudgeDataRecipe:
     adapter: str | None = None
     """Play with this checkpoint's LoRA weights (default: the untrained model)."""
     seed: int = 0
+    scripted_members: int = 0
+    """Add this many of the family's scripted agents' episodes (expert, partly right, harmful ...) to
+    each group, members shuffled: a spread of quality where the policy rarely succeeds."""
 
 
 @recipe(name="judge-data", config=JudgeDataRecipe, short={"output": "-o"}, help="record groups of a policy's own "
@@ -172,7 +175,8 @@ def run_judge_data(config: JudgeDataRecipe) -> int:
         policy = Policy(PolicyConfig(adapter=config.adapter,
                                      **({"max_new_tokens": config.max_new_tokens} if config.max_new_tokens else {})))
     path = record_groups(env_id, kwargs, groups=config.groups, group_size=config.group_size, out=config.output,
-                         seed=config.seed, max_new_tokens=config.max_new_tokens, policy=policy)
+                         seed=config.seed, max_new_tokens=config.max_new_tokens, policy=policy,
+                         scripted_members=config.scripted_members)
     print(f"appended {config.groups} groups of {config.group_size} to {path} (train a judge on them: "
           f"rubricgym train-judge --groups {path} --eval-groups <held-out groups>)")
     return 0
