@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ValidationError
+
+from rubricgym.utf8 import LONE_SURROGATE, calls_unrepresentable, unrepresentable
 
 OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
 #: deeper arguments are refused (JSON libraries and pydantic recurse per level)
@@ -274,7 +275,7 @@ def parse_action(action: Any, max_chars: int = 1_000_000, max_calls: int = MAX_T
         raw_calls = action.get("tool_calls") or []
         if not isinstance(raw_calls, list):
             return ParsedAction(content, invalid=f"'tool_calls' must be a list, got {type(raw_calls).__name__}")
-        bad = _calls_unrepresentable(raw_calls) if raw_calls else None
+        bad = calls_unrepresentable(raw_calls) if raw_calls else None
         if bad:
             return ParsedAction(LONE_SURROGATE.sub("\ufffd", content), invalid=f"the action's tool_calls have {bad}")
         parsed = _parse_text(content, max_chars, max_calls)
@@ -313,31 +314,6 @@ def _cap_calls(parsed: ParsedAction, total: int, max_calls: int) -> ParsedAction
         parsed.errors = parsed.errors[:max(0, max_calls - len(parsed.tool_calls))]
         parsed.errors.append(f"the reply makes {total:,} tool calls; the first {max_calls} were read, the rest ignored")
     return parsed
-
-
-#: a UTF-16 surrogate on its own: Python strings can hold one, UTF-8 (JSON, SQLite, a socket) cannot
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def unrepresentable(text: str) -> str | None:
-    """Why ``text`` cannot be recorded or sent as UTF-8 (a lone surrogate), or None.
-
-    Examples:
-        >>> unrepresentable("fine"), unrepresentable("x" + chr(0xD800))
-        (None, 'a lone surrogate (U+D800) at character 1: not valid Unicode text')
-    """
-    found = LONE_SURROGATE.search(text)
-    return None if found is None else (f"a lone surrogate (U+{ord(found.group()):04X}) at character {found.start()}: "
-                                        "not valid Unicode text")
-
-
-def _calls_unrepresentable(raw_calls: list) -> str | None:
-    """:func:`unrepresentable` over the strings in a reply's tool calls (other faults, such as a
-    number JSON cannot hold, are the call decoder's to report)."""
-    try:
-        return unrepresentable(json.dumps(raw_calls, ensure_ascii=False, default=repr))
-    except (ValueError, TypeError, RecursionError):
-        return None
 
 
 def _parse_text(text: str, max_chars: int, max_calls: int = MAX_TOOL_CALLS) -> ParsedAction:
