@@ -184,3 +184,11 @@ def test_generic_modules_name_no_family_scheme_level_or_id(path):
            and id(node) not in docstrings | field_docs | help_texts
            and any(name.strip("'\"") == node.value or name in repr(node.value) for name in GENERIC_NAMES)]
     assert bad == []
+
+
+def test_no_python_file_is_over_500_lines():
+    # a file past 500 lines holds two things: split it where they part (issue #51)
+    folders = [*PACKAGE_DIR.values(), "benchmarks", "tests"]
+    long = {str(path.relative_to(ROOT)): n for folder in folders for path in (ROOT / folder).rglob("*.py")
+            if "__pycache__" not in path.parts and (n := len(path.read_text().splitlines())) > 500}
+    assert long == {}
