@@ -165,3 +165,19 @@ def test_every_documented_command_line_parses(capsys):
             if stop.code:  # --help exits 0
                 bad.append(f"{command}: {capsys.readouterr().err.strip().splitlines()[-1:]}")
     assert bad == []
+
+
+def test_a_command_builds_only_its_own_config_once(monkeypatch):
+    # the bench's config checks its families when made (building their envs): building the parser or
+    # another command must not make it, and `bench --envs Math-v0` must make it once, with Math alone
+    # (an install without the RAG extra runs `rubricgym train --help` and `bench --envs Math-v0`)
+    from rubricgym.app.bench import BenchConfig
+
+    made = []
+    checked = BenchConfig.__post_init__
+    monkeypatch.setattr(BenchConfig, "__post_init__", lambda self: (made.append(self.envs), checked(self)))
+    recipes.parser()
+    parse("train", "--steps", "2")
+    assert made == []
+    parse("bench", "--quick", "--envs", "Math-v0")
+    assert made == [("Math-v0",)]

@@ -97,6 +97,15 @@ def _default(f: Any) -> Any:
     return f.default if f.default is not MISSING else f.default_factory() if f.default_factory is not MISSING else MISSING
 
 
+def _nested_default(f: Any, tp: type) -> Any:
+    """A nested config field's own default instance, or None where it is just the class's defaults
+    (then nothing is built: a config that checks itself when made, such as the bench's, is made
+    once, from the values given)."""
+    if f.default_factory is MISSING or f.default_factory is tp:
+        return None
+    return f.default_factory()
+
+
 def is_config(tp: Any) -> bool:
     """Whether a field's type is a nested config (a dataclass, flattened into the same command)."""
     return isinstance(tp, type) and is_dataclass(tp)
@@ -118,11 +127,12 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, prefix: str = "
         where = f"{path}{f.name}"
         if where in skip or f.name.startswith("_"):
             continue
-        default = getattr(base, f.name) if base is not None else _default(f)
         if is_config(hints[f.name]):
+            inner = getattr(base, f.name) if base is not None else _nested_default(f, hints[f.name])
             paths.update(add_config_flags(parser, hints[f.name], prefix + prefixes.get(where, ""), skip,
-                                          None if default is MISSING else default, prefixes, where + ".", positional, short))
+                                          inner, prefixes, where + ".", positional, short))
             continue
+        default = getattr(base, f.name) if base is not None else _default(f)
         parsed = _parser_for(hints[f.name])
         if parsed is None:
             continue
@@ -164,9 +174,9 @@ def build_config(cls: type, values: dict[str, Any], base: Any = None, path: str 
     for f in fields(cls):
         where = f"{path}{f.name}"
         if is_config(hints[f.name]):
-            inner = getattr(base, f.name) if base is not None else _default(f)
-            if any(key.startswith(where + ".") for key in values) or base is None:
-                kwargs[f.name] = build_config(hints[f.name], values, None if inner is MISSING else inner, where + ".")
+            inner = getattr(base, f.name) if base is not None else _nested_default(f, hints[f.name])
+            if any(key.startswith(where + ".") for key in values) or (base is None and inner is None):
+                kwargs[f.name] = build_config(hints[f.name], values, inner, where + ".")
         elif where in values:
             kwargs[f.name] = values[where]
     return replace(base, **kwargs) if base is not None else cls(**kwargs)

@@ -20,7 +20,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from rubricgym.app.flags import add_config_flags, build_config, command_line, given, json_object  # noqa: F401
+from rubricgym.app.flags import add_config_flags, build_config, command_line, given
 
 
 @dataclass
@@ -75,16 +75,15 @@ class Recipe:
     config: type
     run: Callable[[Any], int]
     help: str
-    presets: dict[str, tuple[str, Callable[[], Any]]] = field(default_factory=dict)
-    """``--<name>``: (help, a function returning the named config) - the flags given go over it."""
+    presets: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = field(default_factory=dict)
+    """``--<name>``: (help, a function returning the named config's values by field path); the flags
+    given go over them, and the config is made once, from both."""
     prefixes: dict[str, str] = field(default_factory=dict)
     """Flag prefixes of nested configs by field path (``{"train.grpo": "grpo_"}``)."""
     skip: tuple[str, ...] = ()
     """Field paths without a flag (set by ``run`` from other settings)."""
     positional: tuple[str, ...] = ()
     short: dict[str, str] = field(default_factory=dict)
-    default: Callable[[], Any] | None = None
-    """The config a command starts from (None: the config class's own defaults)."""
     command: str = ""
     """The field path that records the command line run (a bench table names it), if any."""
 
@@ -112,8 +111,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     for item in _load().values():
         sub = commands.add_parser(item.name, help=item.help, description=item.help)
-        base = item.default() if item.default else None
-        paths = add_config_flags(sub, item.config, skip=item.skip, base=base, prefixes=item.prefixes,
+        paths = add_config_flags(sub, item.config, skip=item.skip, prefixes=item.prefixes,
                                  positional=item.positional, short=item.short)
         if item.presets:
             named = sub.add_mutually_exclusive_group()
@@ -128,11 +126,10 @@ def parse(argv: list[str]) -> Any:
     args = parser().parse_args(argv)
     item, values = args.recipe, given(args, args.paths)
     preset = vars(args).get("preset")
-    start = item.presets[preset][1]() if preset else item.default() if item.default else None
     if item.command:  # rebuilt from what was parsed, so the recorded line is the one that gives this config
         named = f" --{preset}" if preset else ""
         values[item.command] = f"rubricgym {item.name}{named} {command_line(values, args.paths)}".strip()
-    return build_config(item.config, values, start)
+    return build_config(item.config, {**(item.presets[preset][1]() if preset else {}), **values})
 
 
 def run(name: str, config: Any) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from rubricgym.app.bench import BenchConfig
 
@@ -32,16 +33,16 @@ class BenchRecipe:
                        api_base=self.judge.api_base)
 
 
-def quick() -> BenchRecipe:
-    return BenchRecipe(bench=BenchConfig(**QUICK_BENCH))
+def quick() -> dict[str, Any]:
+    return {f"bench.{name}": value for name, value in QUICK_BENCH.items()}
 
 
-def smoke() -> BenchRecipe:
+def smoke() -> dict[str, Any]:
     from rubricgym.registration import default_env
 
-    return BenchRecipe(bench=BenchConfig(**SMOKE_BENCH, envs=(default_env(),),  # one family: the default one
-                                         output_dir=str(Path(tempfile.gettempdir()) / "rubricgym-smoke-results")),
-                       judge=JudgeSettings(judge="oracle:1.0"))
+    return {**{f"bench.{name}": value for name, value in SMOKE_BENCH.items()},
+            "bench.envs": (default_env(),),  # one family: the default one
+            "bench.output_dir": str(Path(tempfile.gettempdir()) / "rubricgym-smoke-results"), "judge.judge": "oracle:1.0"}
 
 
 def _shown(preset: dict) -> str:

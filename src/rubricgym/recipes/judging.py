@@ -182,11 +182,7 @@ def run_judge_data(config: JudgeDataRecipe) -> int:
     return 0
 
 
-def _judge_training() -> JudgeTrainingConfig:
-    return JudgeTrainingConfig(policy=PolicyConfig(max_new_tokens=96))
-
-
-@recipe(name="train-judge", config=JudgeTrainingConfig, default=_judge_training, prefixes={"sft": "sft_"},
+@recipe(name="train-judge", config=JudgeTrainingConfig, prefixes={"sft": "sft_"},
         help="train a small local judge (SFT distillation and / or GRPO on JudgeGroup-v0); use it as --judge "
         "local:<checkpoint>")
 def run_train_judge(config: JudgeTrainingConfig) -> int:
