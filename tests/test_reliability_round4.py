@@ -216,3 +216,20 @@ def test_openenv_client_holds_one_deadline_per_call_and_refuses_what_it_cannot_p
             _, reward, terminated, _, info = env.step("fine")  # the env goes on working
             assert (reward, terminated) == (1.0, True) and "error" not in info
             env.close()
+
+
+def test_a_dict_action_nested_without_end_is_recorded_not_a_crash():
+    # found by benchmarks/fuzz.py --smoke: the recorder followed a hostile dict action to Python's
+    # recursion limit (RecursionError out of step) in the group env
+    deep: dict = {"role": "assistant", "content": "x"}
+    node = deep
+    for _ in range(5_000):
+        node["tool_calls"] = [{"function": {}}]
+        node = node["tool_calls"][0]["function"]
+    loop: dict = {"role": "assistant", "content": "y"}
+    loop["extra"] = loop
+    envs = gym.make_vec("WordSort-v0", num_envs=2, group_size=2)
+    envs.reset(seed=0)
+    _, rewards, terminated, _, info = envs.step([deep, loop])
+    assert terminated.all() and np.isfinite(rewards).all()
+    assert all(t.transitions[0].action for t in info["trajectory"])

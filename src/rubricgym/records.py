@@ -41,14 +41,28 @@ class SeededIds:
         return self._generator.bytes(6).hex()
 
 
-def to_jsonable(value: Any) -> Any:
-    """Convert numpy scalars / arrays and tuples nested in ``value`` to JSON-friendly Python."""
+#: deeper values are recorded as a note, not followed (a hostile action may nest without end, or hold itself)
+MAX_RECORD_DEPTH = 64
+
+
+def to_jsonable(value: Any, depth: int = 0) -> Any:
+    """Convert numpy scalars / arrays and tuples nested in ``value`` to JSON-friendly Python; past
+    :data:`MAX_RECORD_DEPTH` levels the rest is a note (recording never raises RecursionError).
+
+    Examples:
+        >>> deep = {}
+        >>> deep["self"] = deep                                  # a dict that holds itself
+        >>> str(to_jsonable(deep)).count("self") == MAX_RECORD_DEPTH
+        True
+    """
+    if depth >= MAX_RECORD_DEPTH:
+        return f"(nested deeper than {MAX_RECORD_DEPTH} levels: not recorded)"
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {str(k): to_jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
+        return [to_jsonable(v, depth + 1) for v in value]
     if isinstance(value, np.ndarray):
-        return to_jsonable(value.tolist())
+        return to_jsonable(value.tolist(), depth + 1)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, BaseModel):
