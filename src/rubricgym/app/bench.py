@@ -343,6 +343,8 @@ def run_cell(env_id: str, row: BenchRow | None, seed: int, config: BenchConfig, 
         if row is None:
             return {"solved": [int(x) for x in _before_cell(env_id, config)]}
         backend = backend if backend is not None else make_llm(config.judge, api_base=config.api_base).backend
+        # resolved as run_bench resolves it, so one cell recomputed alone trains what the bench trained
+        config = replace(config, judge_explanation_chars=_explanation_chars(config, backend.name))
         history, policy, usage, _, spent = _train_scheme(env_id, row, seed, config, backend, False, measure_before=False)
         started = time.perf_counter()
         solved = _held_out(policy, env_id, config)
