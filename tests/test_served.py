@@ -122,6 +122,7 @@ def test_ruler_ranks_sessions_of_a_foreign_env(echo_server):
 @pytest.mark.slow
 def test_rubricgym_serve_command_and_hostile_clients(tmp_path):
     import websockets.sync.client as ws_client
+    from websockets.exceptions import ConnectionClosed
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -139,10 +140,12 @@ def test_rubricgym_serve_command_and_hostile_clients(tmp_path):
                 socket.send(raw)
                 replies.append(json.loads(socket.recv(timeout=30)))
         assert [r["type"] for r in replies] == ["error"] * 4 and replies[0]["data"]["code"] == "INVALID_JSON"
-        with pytest.raises(Exception):  # over --max-message-mb: the server closes this connection
-            with ws_client.connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as socket:
-                socket.send(json.dumps({"type": "step", "data": {"content": "x" * 2_000_000}}))
+        with ws_client.connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as socket:  # over --max-message-mb
+            socket.send(json.dumps({"type": "step", "data": {"content": "x" * 2_000_000}}))
+            assert json.loads(socket.recv(timeout=30))["data"]["code"] == "ACTION_TOO_LARGE"
+            with pytest.raises(ConnectionClosed) as closed:
                 socket.recv(timeout=30)
+            assert closed.value.rcvd.code == 1009
         for _ in range(20):  # sessions opened and abandoned mid-episode
             with ws_client.connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as socket:
                 socket.send(json.dumps({"type": "reset", "data": {"seed": 1}}))

@@ -38,6 +38,7 @@ from typing import Any, Iterator
 import gymnasium as gym
 
 from rubricgym.chatenv import ENDED, TURN_LIMIT, TrainingDefaults, make_config
+from rubricgym.openenv import auth_headers
 from rubricgym.records import EpisodeResult
 from rubricgym.registration import register_family
 from rubricgym.spaces import AssistantReplySpace, ChatSpace
@@ -84,6 +85,8 @@ class OpenEnvConfig:
     for the whole call, however the server drips or fragments its reply."""
     reset_kwargs: dict[str, Any] | None = None
     """Extra reset arguments of every episode (a split, a difficulty ...)."""
+    token: str | None = None
+    """The server's shared token (``rubricgym serve --token``); None: ``$RUBRICGYM_SERVE_TOKEN`` if set."""
 
 
 #: how many envs each list of servers has handed out (round robin, per list)
@@ -140,13 +143,13 @@ def served_variant(env_id: str, kwargs: dict[str, Any], servers: str, timeout_s:
     return served_id, {"url": ",".join(urls), **split_kwargs(env_id, kwargs)[1]}
 
 
-def _server_json(url: str, path: str, timeout_s: float) -> dict[str, Any]:
+def _server_json(url: str, path: str, timeout_s: float, token: str | None = None) -> dict[str, Any]:
     """One JSON document of an OpenEnv server (``schema``, ``metadata``); any failure is a ConnectionError naming it."""
     import httpx
 
     where = f"{url.rstrip('/')}/{path}"
     try:
-        response = httpx.get(where, timeout=timeout_s)
+        response = httpx.get(where, timeout=timeout_s, headers=auth_headers(token))
         response.raise_for_status()
         return response.json()
     except Exception as error:  # any failure: the URL is not an OpenEnv server we can reach
@@ -210,7 +213,7 @@ class OpenEnvEnv(gym.Env):
         self.render_mode = render_mode
         #: this env's server: the next of the given ones in turn
         self.url = pick_server(cfg.url)
-        schema = _server_json(self.url, "schema", cfg.connect_timeout_s)
+        schema = _server_json(self.url, "schema", cfg.connect_timeout_s, cfg.token)
         action_props = (schema.get("action") or {}).get("properties") or {}
         observation_props = (schema.get("observation") or {}).get("properties") or {}
         #: a rubricgym server: chat observations with the env's own info in their metadata
@@ -234,6 +237,7 @@ class OpenEnvEnv(gym.Env):
             from openenv.core.generic_client import GenericEnvClient
 
             self._client = GenericEnvClient(base_url=self.url, connect_timeout_s=self.config.connect_timeout_s,
+                                            headers=auth_headers(self.config.token) or None,
                                             message_timeout_s=self.config.message_timeout_s).sync()
         return self._client
 

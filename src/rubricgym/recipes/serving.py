@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +20,19 @@ class ServeRecipe:
     host: str = "127.0.0.1"
     port: int = 8000
     max_sessions: int = 64
-    """Concurrent sessions (one env instance each)."""
+    """Envs alive at once (one per session that has reset)."""
     idle_timeout: float = 300.0
-    """Seconds before an idle session is reaped (0: never)."""
-    max_message_mb: float = 16.0
-    """Larger WebSocket messages are refused."""
+    """Seconds before an idle connection is closed and its env released (0: never)."""
+    max_sessions_per_client: int = 0
+    """Connections one address may hold at once (0: max-sessions; set it when serving beyond loopback)."""
+    sessions_per_minute_per_client: int = 600
+    """New sessions one address may open per minute."""
+    max_message_mb: float = 4.0
+    """Longer WebSocket messages are answered ACTION_TOO_LARGE and the connection closed (1009)."""
+    max_body_mb: float = 4.0
+    """Longer HTTP request bodies are answered 413."""
+    token: str = ""
+    """A shared secret every client must send (Authorization: Bearer <token>); empty: $RUBRICGYM_SERVE_TOKEN, else none."""
     log_level: str = "warning"
 
 
@@ -32,16 +41,24 @@ class ServeRecipe:
 def run_serve(config: ServeRecipe) -> int:
     import uvicorn
 
+    from rubricgym.openenv import TOKEN_ENV
     from rubricgym.openenv.server import make_app
+    from rubricgym.openenv.sessions import ServeLimits
 
     env_id = config.env.env_id()
-    app = make_app(env_id, max_sessions=config.max_sessions, idle_timeout_s=config.idle_timeout or None,
-                   **{**config.env.env_kwargs, **judge_kwargs(env_id, config.judge)})
+    limits = ServeLimits(max_sessions=config.max_sessions, idle_timeout_s=config.idle_timeout or None,
+                         max_sessions_per_client=config.max_sessions_per_client or None,
+                         sessions_per_minute_per_client=config.sessions_per_minute_per_client,
+                         max_message_bytes=int(config.max_message_mb * 2**20), max_body_bytes=int(config.max_body_mb * 2**20),
+                         token=config.token or os.environ.get(TOKEN_ENV) or None)
+    app = make_app(env_id, limits=limits, **{**config.env.env_kwargs, **judge_kwargs(env_id, config.judge)})
     url = f"http://{config.host}:{config.port}"
-    print(f"serving {env_id} over OpenEnv at {url} (WebSocket sessions at /ws, at most {config.max_sessions}; "
-          f"gym.make('OpenEnv-v0', url='{url}') plays it)", flush=True)
+    print(f"serving {env_id} over OpenEnv at {url} (WebSocket sessions at /ws, at most {config.max_sessions}"
+          f"{'; clients must send the token' if limits.token else ''}; gym.make('OpenEnv-v0', url='{url}') plays it)", flush=True)
+    # the transport refuses frames far over the app's limit itself; between the two the app answers
+    # ACTION_TOO_LARGE and closes with 1009
     uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level,
-                ws_max_size=int(config.max_message_mb * 2**20))
+                ws_max_size=4 * limits.max_message_bytes)
     return 0
 
 
