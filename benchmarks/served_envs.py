@@ -40,7 +40,9 @@ from tqdm import tqdm  # noqa: E402
 
 import rubricgym  # noqa: E402,F401
 from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
+from rubricgym.app.provenance import provenance  # noqa: E402
 from rubricgym.testing.loopback import free_port, server_process  # noqa: E402
+from served_limits import ATTACKS, IDLE_TIMEOUT_S, beside_hostile, frozen_wave, good_sessions, rss_mb  # noqa: E402  (beside this script)
 
 ENV_ID = "Math-v0"
 ENV_KWARGS = {"levels": [1], "tools": ["calculator"]}
@@ -99,11 +101,6 @@ async def served(urls: list[str], sessions: int, episodes: int, local_ms: dict[s
     return steps / elapsed, added
 
 
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
-
-
 async def abandon(url: str, count: int, batch: int) -> None:
     """``count`` sessions, ``batch`` at a time: reset, one step, then the connection is cut without a close."""
     from websockets.asyncio.client import connect
@@ -122,9 +119,49 @@ async def abandon(url: str, count: int, batch: int) -> None:
         await asyncio.gather(*(one(first + i) for i in range(min(batch, count - first))))
 
 
-def serve_command(port: int, max_sessions: int) -> list[str]:
+def serve_command(port: int, max_sessions: int, workers: int = 1) -> list[str]:
     return [sys.executable, "-m", "rubricgym", "serve", ENV_ID, "--env-kwargs", json.dumps(ENV_KWARGS), "--port", str(port),
-            "--max-sessions", str(max_sessions)]
+            "--max-sessions", str(max_sessions), "--workers", str(workers), "--idle-timeout", str(IDLE_TIMEOUT_S)]
+
+
+def step_breakdown() -> dict[str, float]:
+    """Median ms per step of each part that is not transport or waiting, timed here on a real step's
+    messages: the env's step, the server's protocol work (read the message, validate the action,
+    serialise the observation) and the client's (write the message, read and parse the reply)."""
+    from openenv.core.env_server.serialization import deserialize_action, serialize_observation
+    from openenv.core.env_server.types import WSObservationResponse, WSStepMessage
+    from openenv.core.generic_client import GenericEnvClient
+
+    from rubricgym.openenv.server import ChatAction, RubricgymEnvironment
+
+    env = RubricgymEnvironment(ENV_ID, ENV_KWARGS)
+    parts: dict[str, list[float]] = {"env": [], "server_protocol": [], "client": []}
+    client = GenericEnvClient(base_url="http://127.0.0.1:1")  # never connects: only its reply parser is timed
+    for seed in range(40):
+        env.reset(seed=seed)
+        for _, text in EPISODE:
+            began = time.perf_counter()
+            raw = json.dumps({"type": "step", "data": {"content": text}})
+            sent = time.perf_counter()
+            action = deserialize_action(WSStepMessage(**json.loads(raw)).data, ChatAction)
+            read = time.perf_counter()
+            observation = env.step(action)
+            stepped = time.perf_counter()
+            reply = WSObservationResponse(data=serialize_observation(observation)).model_dump_json()
+            answered = time.perf_counter()
+            client._parse_result(json.loads(reply)["data"])
+            parsed = time.perf_counter()
+            parts["env"].append(stepped - read)
+            parts["server_protocol"].append((read - sent) + (answered - stepped))
+            parts["client"].append((sent - began) + (parsed - answered))
+    env.close()
+    return {name: 1000 * statistics.median(values) for name, values in parts.items()}
+
+
+def over_cap(url: str, cap: int, extra: int) -> int:
+    """Sessions granted beyond ``cap`` when ``cap + extra`` clients reset at once (0 when the cap holds)."""
+    outcome = asyncio.run(frozen_wave(url.replace("http://", "ws://") + "/ws", cap + extra, freeze=False, hold=True))
+    return max(0, outcome["played"] - cap)
 
 
 def plot(rows: list[dict], path) -> None:
@@ -135,13 +172,13 @@ def plot(rows: list[dict], path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     sessions = [row["sessions"] for row in rows]
-    for key, label in (("in_process", "in-process"), ("one_server", "one server"), ("two_servers", "two servers")):
+    for key, label in (("in_process", "in-process"), ("one_server", "one server process"), ("workers", "one server, --workers")):
         left.plot(sessions, [row[key] for row in rows], marker="o", label=label)
     left.set(xscale="log", xlabel="concurrent sessions", ylabel="env steps per second", title=f"{ENV_ID} + calculator")
     left.legend()
     right.plot(sessions, [row["p50_ms"] for row in rows], marker="o", label="p50")
     right.plot(sessions, [row["p99_ms"] for row in rows], marker="o", label="p99")
-    right.set(xscale="log", yscale="log", xlabel="concurrent sessions", ylabel="added ms per step (one server)",
+    right.set(xscale="log", yscale="log", xlabel="concurrent sessions", ylabel="added ms per step (--workers server)",
               title="what serving adds to a step")
     right.legend()
     fig.tight_layout()
@@ -152,33 +189,50 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", default="1,16,64", help="concurrent session counts, comma-separated")
     parser.add_argument("--steps", type=int, default=2000, help="steps per measurement (episodes = steps / 2 / sessions)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="server processes of the --workers server")
     parser.add_argument("--abandoned", type=int, default=1000, help="sessions opened and abandoned for the memory figure")
-    add_smoke_flag(parser, sessions="1,4", steps=16, abandoned=16)
+    parser.add_argument("--hostile-seconds", type=float, default=20.0, help="length of the phases with and without hostile clients")
+    add_smoke_flag(parser, sessions="1,4", steps=16, abandoned=16, hostile_seconds=2.0)
     args = parser.parse_args()
     counts = [int(n) for n in args.sessions.split(",")]
     most = max(counts)
     rows = []
     ports = [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
-    with server_process(serve_command(ports[0], most), urls[0] + "/health") as first, \
-            server_process(serve_command(ports[1], most), urls[1] + "/health"):
-        in_process(1, 3), asyncio.run(served(urls[:1], 1, 3, {"tool": 0.0, "final": 0.0}))  # warm both paths
+    cap = most + 8  # room for the hostile clients beside the sessions
+    with server_process(serve_command(ports[0], cap), urls[0] + "/health") as first, \
+            server_process(serve_command(ports[1], most * args.workers, args.workers), urls[1] + "/health"):
+        for url in urls:  # warm both paths (and every worker process of the second)
+            in_process(1, 3), asyncio.run(served([url], 2 * args.workers, 3, {"tool": 0.0, "final": 0.0}))
         for sessions in tqdm(counts, desc="session counts"):
             episodes = max(1, args.steps // (len(EPISODE) * sessions))
             local_rate, local_ms = in_process(sessions, episodes)
-            one_rate, added = asyncio.run(served(urls[:1], sessions, episodes, local_ms))
-            two_rate, _ = asyncio.run(served(urls, sessions, episodes, local_ms))
+            one_rate, _ = asyncio.run(served(urls[:1], sessions, episodes, local_ms))
+            workers_rate, added = asyncio.run(served(urls[1:], sessions, episodes, local_ms))
             rows.append({"sessions": sessions, "episodes": episodes, "in_process": local_rate, "one_server": one_rate,
-                         "two_servers": two_rate, "p50_ms": percentile(added, 50), "p99_ms": percentile(added, 99),
+                         "workers": workers_rate, "p50_ms": percentile(added, 50), "p99_ms": percentile(added, 99),
                          "local_ms": local_ms})
-            print(f"sessions={sessions}: in-process {local_rate:,.0f} steps/s (median step {local_ms}), one server "
-                  f"{one_rate:,.0f}, two servers {two_rate:,.0f}; added ms p50 {rows[-1]['p50_ms']:.2f} p99 {rows[-1]['p99_ms']:.2f}")
+            print(f"sessions={sessions}: in-process {local_rate:,.0f} steps/s (median step {local_ms}), one server process "
+                  f"{one_rate:,.0f}, --workers {args.workers} {workers_rate:,.0f}; added ms p50 {rows[-1]['p50_ms']:.2f} "
+                  f"p99 {rows[-1]['p99_ms']:.2f}")
+        breakdown = step_breakdown()
+        one_session_ms = rows[0]["p50_ms"] + statistics.mean(rows[0]["local_ms"].values())
+        breakdown["transport_and_waiting"] = one_session_ms - sum(breakdown.values())
+        print("per step at 1 session, ms: " + ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items()))
+        # a normal session's step time beside 8 hostile clients (2 of each attack), side by side
+        ws_url = urls[0].replace("http://", "ws://") + "/ws"
+        _, calm = asyncio.run(good_sessions(ws_url, 1, args.hostile_seconds))
+        _, stormy, _ = asyncio.run(beside_hostile(urls[0], ws_url, 1, args.hostile_seconds, ATTACKS))
+        hostile_slowdown = statistics.median(stormy) / statistics.median(calm)
+        print(f"a normal session's step p50 {statistics.median(calm):.2f} ms alone, {statistics.median(stormy):.2f} ms "
+              f"beside 8 hostile clients ({hostile_slowdown:.2f}x)")
+        sessions_over_cap = over_cap(urls[0], cap, extra=16)
         # memory: a warm-up of `most` sessions, then many abandoned ones
         asyncio.run(served(urls[:1], most, 1, {"tool": 0.0, "final": 0.0}))
         time.sleep(2)
         start_mb = rss_mb(first.pid)
         asyncio.run(abandon(urls[0], args.abandoned, batch=most))
-        time.sleep(5)  # the server destroys a session when its socket drops
+        time.sleep(5)  # the server releases a session when its socket drops
         end_mb = rss_mb(first.pid)
         alive = first.poll() is None
     last = rows[-1]
@@ -187,20 +241,24 @@ def main() -> None:
           f"{end_mb:.1f} MB ({growth:+.1%}); server alive: {alive}")
     folder = results_dir(__file__)
     folder.mkdir(parents=True, exist_ok=True)
-    table = ["| sessions | in-process steps/s | one server | two servers | added ms p50 | added ms p99 |", "| --- | --- | --- | --- | --- | --- |"]
-    table += [f"| {r['sessions']} | {r['in_process']:,.0f} | {r['one_server']:,.0f} | {r['two_servers']:,.0f} | {r['p50_ms']:.2f} | "
+    table = [f"| sessions | in-process steps/s | one server process | --workers {args.workers} | added ms p50 | added ms p99 |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    table += [f"| {r['sessions']} | {r['in_process']:,.0f} | {r['one_server']:,.0f} | {r['workers']:,.0f} | {r['p50_ms']:.2f} | "
               f"{r['p99_ms']:.2f} |" for r in rows]
+    table.append("\nPer step at 1 session (ms): " + ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items()) + ".")
     table.append(f"\nServer RSS: {start_mb:.1f} MB after a {most}-session warm-up, {end_mb:.1f} MB after {args.abandoned} "
                  f"sessions abandoned mid-episode ({growth:+.1%}).")
     (folder / "served_envs.md").write_text("\n".join(table) + "\n")
-    (folder / "served_envs.json").write_text(json.dumps({"rows": rows, "rss_start_mb": start_mb, "rss_end_mb": end_mb}, indent=1))
+    (folder / "served_envs.json").write_text(json.dumps({
+        "rows": rows, "breakdown_ms": breakdown, "hostile_slowdown": hostile_slowdown, "sessions_over_cap": sessions_over_cap,
+        "rss_start_mb": start_mb, "rss_end_mb": end_mb, "provenance": provenance({"benchmark": "served_envs", **vars(args)})},
+        indent=1))
     plot(rows, folder / "served_envs.png")
-    # the CPU time serving adds to a step (the cores the server and the clients share): no queueing in it
-    service_ms = 1000 / last["one_server"] - 1000 / last["in_process"]
-    print(f"RESULT overhead_ms_p50={last['p50_ms']:.2f} overhead_ms_p99={last['p99_ms']:.2f} sessions={last['sessions']} "
-          f"service_ms_per_step={service_ms:.2f} "
-          f"steps_per_s_ratio={last['one_server'] / last['in_process']:.3f} two_servers_ratio={last['two_servers'] / last['in_process']:.3f} "
-          f"abandoned={args.abandoned} rss_growth={growth:+.3f}")
+    print(f"RESULT served_over_inprocess={last['workers'] / last['in_process']:.3f} "
+          f"one_process_over_inprocess={last['one_server'] / last['in_process']:.3f} sessions={last['sessions']} "
+          f"workers={args.workers} overhead_ms_p50={last['p50_ms']:.2f} overhead_ms_p99={last['p99_ms']:.2f} "
+          f"hostile_slowdown={hostile_slowdown:.2f} sessions_over_cap={sessions_over_cap} "
+          f"rss_after_abandon_pct={100 * growth:+.1f} abandoned={args.abandoned}")
     sys.exit(0 if alive else 1)
 
 

@@ -125,24 +125,59 @@ async def hostile_clients(url: str, ws_url: str, stop: asyncio.Event, attacks: t
 
 async def beside_hostile(url: str, ws_url: str, sessions: int, seconds: float,
                          attacks: tuple[str, ...]) -> tuple[int, list[float], dict[str, int]]:
-    stop = asyncio.Event()
-    hostile = asyncio.create_task(hostile_clients(url, ws_url, stop, attacks))
+    """The good sessions while the hostile clients run in a process of their own (in this one they
+    would share the good sessions' event loop, and their cost would count as the server's)."""
+    attacker = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--attack", url, "--attacks", ",".join(attacks), stdout=asyncio.subprocess.PIPE)
+    assert (await attacker.stdout.readline()).startswith(b"attacking"), "the attacking process did not start"
     steps, times = await good_sessions(ws_url, sessions, seconds)
-    stop.set()
-    return steps, times, await hostile
+    attacker.terminate()  # it prints what it did and leaves
+    answered = json.loads((await attacker.stdout.read()).decode() or "{}")
+    await attacker.wait()
+    return steps, times, answered
 
 
-async def frozen_wave(ws_url: str, count: int, freeze: bool) -> dict[str, int]:
-    """``count`` clients connect and reset; frozen ones then go silent until the server closes them."""
+def attack(url: str, attacks: tuple[str, ...]) -> None:
+    """``--attack``: the hostile clients until SIGTERM, then how many requests of each were answered."""
+    import signal
+
+    async def run() -> dict[str, int]:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        print("attacking", flush=True)
+        hostile = asyncio.create_task(hostile_clients(url, url.replace("http://", "ws://") + "/ws", stop, attacks))
+        await stop.wait()
+        try:
+            return await asyncio.wait_for(hostile, timeout=30)
+        except (asyncio.TimeoutError, OSError, ConnectionError):  # a slow check in flight: count what was answered
+            return {}
+
+    print(json.dumps(asyncio.run(run())), flush=True)
+
+
+async def frozen_wave(ws_url: str, count: int, freeze: bool, hold: bool = False) -> dict[str, int]:
+    """``count`` clients connect and reset; frozen ones then go silent until the server closes them
+    (``hold``: all stay connected until every one has its answer, so they hold their slots at once)."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
     outcome = {"played": 0, "refused": 0, "expired": 0}
+    answered, everyone = [0], asyncio.Event()
+
+    async def all_answered() -> None:  # with hold: wait until every client has its answer
+        answered[0] += 1
+        if answered[0] == count:
+            everyone.set()
+        if hold:
+            await everyone.wait()
 
     async def one(seed: int) -> None:
+        counted = False
         try:
             async with connect(ws_url, open_timeout=60) as socket:
                 reply = await ask(socket, {"type": "reset", "data": {"seed": seed}})
+                counted = True
+                await all_answered()
                 if reply["type"] != "observation":
                     outcome["refused"] += 1
                     return
@@ -154,6 +189,8 @@ async def frozen_wave(ws_url: str, count: int, freeze: bool) -> dict[str, int]:
                     await socket.wait_closed()
         except ConnectionClosed:
             outcome["refused"] += 1
+            if not counted:
+                await all_answered()
 
     await asyncio.gather(*(one(i) for i in range(count)))
     return outcome
@@ -165,8 +202,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each phase")
     parser.add_argument("--frozen", type=int, default=1000, help="clients that reset then go silent")
     parser.add_argument("--max-sessions", type=int, default=64)
+    parser.add_argument("--attack", default="", help=argparse.SUPPRESS)  # the hostile clients' own process
+    parser.add_argument("--attacks", default=",".join(ATTACKS), help=argparse.SUPPRESS)
     add_smoke_flag(parser, sessions=2, seconds=3.0, frozen=20)
     args = parser.parse_args()
+    if args.attack:
+        return attack(args.attack, tuple(args.attacks.split(",")))
 
     port = free_port()
     url, ws_url = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}/ws"

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 
 import gymnasium as gym
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import require
 
@@ -208,3 +211,71 @@ def test_one_slow_check_does_not_hold_up_another(tmp_path):
         os.close(writer)
         pool.close()
     assert len(slow_result) == 1 and isinstance(slow_result[0], int)
+
+
+@pytest.mark.slow
+def test_serve_with_two_worker_processes_keeps_the_cap_and_plays_as_in_process():
+    import sys
+
+    from rubricgym.testing.loopback import free_port, server_process
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    local = gym.make("WordSort-v0")
+    with server_process([sys.executable, "-m", "rubricgym", "serve", "WordSort-v0", "--port", str(port), "--workers", "2",
+                         "--max-sessions", "4"], url + "/health"), contextlib.ExitStack() as sockets:
+        served = gym.make("OpenEnv-v0", url=url)
+        assert play(served, 5, ["zebra"]) == play(local, 5, ["zebra"])
+        served.close()
+        granted = 0
+        for _ in range(8):  # each process holds 2: however the kernel spreads connections, never more than 4
+            socket = sockets.enter_context(ws_client.connect(ws_url(url), open_timeout=WAIT_S))
+            socket.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            try:
+                granted += json.loads(socket.recv(timeout=WAIT_S))["type"] == "observation"
+            except ConnectionClosed:
+                pass
+        assert 2 <= granted <= 4
+
+
+#: any JSON-like value, including dicts with keys of any text, lone surrogates and huge numbers
+_json_like = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40) | st.floats(allow_nan=True)
+    | st.text(alphabet=st.characters(codec=None), max_size=20),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=10)
+#: messages a hostile client sends: any JSON value, or an object of a known type whose data is anything
+_messages = st.one_of(
+    _json_like,
+    st.builds(lambda kind, data: {"type": kind, "data": data}, st.sampled_from(["reset", "step", "state", "close", "fly"]),
+              _json_like),
+    st.builds(lambda content: {"type": "step", "data": {"content": content}}, st.text(max_size=200)),
+)
+
+
+def _frame(message) -> str:
+    # json.dumps writes a lone surrogate as an escape; the server decodes it back into the string
+    return json.dumps(message, allow_nan=True)
+
+
+@pytest.fixture(scope="module")
+def served_wordsort():
+    with serve_in_thread(make_app("WordSort-v0")) as url:
+        yield url
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=st.lists(_messages, min_size=1, max_size=6))
+def test_any_message_sequence_gets_typed_answers_and_the_session_stays_usable(served_wordsort, messages):
+    with ws_client.connect(ws_url(served_wordsort), open_timeout=WAIT_S) as socket:
+        for message in messages:
+            if isinstance(message, dict) and message.get("type") == "close":
+                continue  # a close ends the session by design
+            reply = ask(socket, _frame(message))
+            assert reply["type"] in ("observation", "state", "error"), reply
+            if reply["type"] == "error":
+                assert reply["data"]["code"] in ERROR_CODES, reply
+            elif reply["type"] == "observation":
+                assert math.isfinite(reply["data"]["reward"] if reply["data"]["reward"] is not None else 0.0)
+        assert ask(socket, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
+        assert ask(socket, {"type": "step", "data": {"content": "zebra"}})["type"] == "observation"

@@ -295,12 +295,31 @@ def _reset_needed_reply():
         "WebSocket session at /ws (gym.make('OpenEnv-v0', url=...) does), which keeps one env from reset to the end")}})
 
 
+#: the environment variable through which `rubricgym serve --workers N` hands its worker processes
+#: the app to build (JSON: env_id, env_kwargs, limits)
+SERVE_APP_ENV = "RUBRICGYM_SERVE_APP"
+
+
+def serve_app_json(env_id: str, env_kwargs: dict[str, Any], limits: ServeLimits) -> str:
+    """What :func:`app_from_environ` rebuilds the app from, in another process."""
+    from dataclasses import asdict
+
+    try:
+        return json.dumps({"env_id": env_id, "env_kwargs": env_kwargs, "limits": asdict(limits)})
+    except TypeError as error:
+        raise ValueError(f"serving in several processes needs env kwargs that JSON can carry: {error}") from None
+
+
 def app_from_environ():
-    """The app a container serves (``openenv.yaml``'s ``app``): ``RUBRICGYM_ENV_ID`` (default
-    ``Math-v0``), ``RUBRICGYM_ENV_KWARGS`` (JSON), ``RUBRICGYM_MAX_SESSIONS``, ``RUBRICGYM_IDLE_TIMEOUT_S``,
-    ``RUBRICGYM_SERVE_TOKEN`` (every client must send it, when set)."""
+    """The app a worker process or a container serves: from ``RUBRICGYM_SERVE_APP`` (what
+    ``rubricgym serve --workers N`` sets), else ``openenv.yaml``'s settings: ``RUBRICGYM_ENV_ID``
+    (default ``Math-v0``), ``RUBRICGYM_ENV_KWARGS`` (JSON), ``RUBRICGYM_MAX_SESSIONS``,
+    ``RUBRICGYM_IDLE_TIMEOUT_S``, ``RUBRICGYM_SERVE_TOKEN`` (every client must send it, when set)."""
     from rubricgym.openenv import TOKEN_ENV
 
+    if os.environ.get(SERVE_APP_ENV):
+        spec = json.loads(os.environ[SERVE_APP_ENV])
+        return make_app(spec["env_id"], limits=ServeLimits(**spec["limits"]), **spec["env_kwargs"])
     timeout = os.environ.get("RUBRICGYM_IDLE_TIMEOUT_S", "300")
     limits = ServeLimits(max_sessions=int(os.environ.get("RUBRICGYM_MAX_SESSIONS", "64")),
                          idle_timeout_s=None if timeout.lower() in ("", "none") else float(timeout),

@@ -33,6 +33,9 @@ class ServeRecipe:
     """Longer HTTP request bodies are answered 413."""
     token: str = ""
     """A shared secret every client must send (Authorization: Bearer <token>); empty: $RUBRICGYM_SERVE_TOKEN, else none."""
+    workers: int = 1
+    """Server processes sharing the port (uvicorn's workers); a connection stays with the process that
+    accepted it, and each process holds ceil(max-sessions / workers) sessions."""
     log_level: str = "warning"
 
 
@@ -42,23 +45,30 @@ def run_serve(config: ServeRecipe) -> int:
     import uvicorn
 
     from rubricgym.openenv import TOKEN_ENV
-    from rubricgym.openenv.server import make_app
+    from rubricgym.openenv.server import SERVE_APP_ENV, make_app, serve_app_json
     from rubricgym.openenv.sessions import ServeLimits
 
     env_id = config.env.env_id()
-    limits = ServeLimits(max_sessions=config.max_sessions, idle_timeout_s=config.idle_timeout or None,
+    if config.workers < 1:
+        raise SystemExit(f"--workers must be at least 1, got {config.workers}")
+    limits = ServeLimits(max_sessions=-(-config.max_sessions // config.workers), idle_timeout_s=config.idle_timeout or None,
                          max_sessions_per_client=config.max_sessions_per_client or None,
                          sessions_per_minute_per_client=config.sessions_per_minute_per_client,
                          max_message_bytes=int(config.max_message_mb * 2**20), max_body_bytes=int(config.max_body_mb * 2**20),
                          token=config.token or os.environ.get(TOKEN_ENV) or None)
-    app = make_app(env_id, limits=limits, **{**config.env.env_kwargs, **judge_kwargs(env_id, config.judge)})
+    env_kwargs = {**config.env.env_kwargs, **judge_kwargs(env_id, config.judge)}
     url = f"http://{config.host}:{config.port}"
     print(f"serving {env_id} over OpenEnv at {url} (WebSocket sessions at /ws, at most {config.max_sessions}"
+          f"{f' in {config.workers} processes' if config.workers > 1 else ''}"
           f"{'; clients must send the token' if limits.token else ''}; gym.make('OpenEnv-v0', url='{url}') plays it)", flush=True)
     # the transport refuses frames far over the app's limit itself; between the two the app answers
     # ACTION_TOO_LARGE and closes with 1009
-    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level,
-                ws_max_size=4 * limits.max_message_bytes)
+    options = {"host": config.host, "port": config.port, "log_level": config.log_level, "ws_max_size": 4 * limits.max_message_bytes}
+    if config.workers == 1:
+        uvicorn.run(make_app(env_id, limits=limits, **env_kwargs), **options)
+    else:  # each worker process builds the same app from the environment (uvicorn needs an import string)
+        os.environ[SERVE_APP_ENV] = serve_app_json(env_id, env_kwargs, limits)
+        uvicorn.run("rubricgym.openenv.server:app_from_environ", factory=True, workers=config.workers, **options)
     return 0
 
 
