@@ -4,7 +4,9 @@ the python tool's sandbox. Counts crashes (any exception out of reset / step), s
 trajectories (a finished episode without its episode result, or a judged group that returned
 fewer trajectories than it was given), observations outside the observation space, judge faults
 injected, and sandbox escapes. Single envs, group vector envs of judged ids, and Gymnasium's
-AsyncVectorEnv (observations through shared memory, where a lone surrogate once killed workers).
+AsyncVectorEnv (observations through shared memory, where a lone surrogate once killed workers),
+and raw protocol messages to a served env (Hypothesis strategies: any JSON-like value, known
+message types with any data, hostile actions), each of which must get a typed answer.
 
     python benchmarks/fuzz.py                 # 20,000+ actions over all ids, 98 escape attempts
     python benchmarks/fuzz.py --actions 300   # a quick look
@@ -133,6 +135,65 @@ def fuzz_groups(env_id: str, backend: FaultyJudge, rng: random.Random, steps: in
     envs.close()
 
 
+def fuzz_served_protocol(url: str, sessions: int, report: FuzzReport) -> None:
+    """Raw messages to a served env over its WebSocket (Hypothesis draws them, derandomized): each
+    reply must be an observation, a state or a typed error, and the session must still play an
+    episode after them. A reply that is not, a session that is not, or a server gone is a crash."""
+    import contextlib
+    import json as jsonlib
+
+    import websockets.sync.client as ws_client
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from rubricgym.openenv.sessions import ERROR_CODES, ServeLimits
+    from rubricgym.testing.hostile import frame_bytes, protocol_frame, protocol_messages
+
+    ws_url = url.replace("http://", "ws://") + "/ws"
+    stack = contextlib.ExitStack()  # the sockets of the session being drawn
+
+    def ask(socket, frame: str) -> dict:
+        socket.send(frame)
+        return jsonlib.loads(socket.recv(timeout=60))
+
+    limit = ServeLimits().max_message_bytes
+
+    @settings(max_examples=sessions, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(protocol_messages(), min_size=1, max_size=8))
+    def session(messages):
+        socket = None
+        try:
+            for message in messages:
+                frame = protocol_frame(message)
+                if frame is None:
+                    continue
+                socket = socket or stack.enter_context(ws_client.connect(ws_url, open_timeout=60, max_size=None))
+                report.actions += 1
+                started = time.perf_counter()
+                reply = ask(socket, frame)
+                if time.perf_counter() - started > 5.0 + slow_limit(SERVED["env_id"]):
+                    report.slow_steps.append("served protocol")
+                if frame_bytes(frame) > limit:  # answered, then the connection closed (1009): a fresh one goes on
+                    if reply.get("data", {}).get("code") != "ACTION_TOO_LARGE":
+                        report.crashes.append(f"served protocol: a message over the limit answered {str(reply)[:200]}")
+                    socket = None
+                elif reply.get("type") == "error" and reply.get("data", {}).get("code") not in ERROR_CODES:
+                    report.crashes.append(f"served protocol: an untyped error {str(reply)[:200]}")
+                elif reply.get("type") not in ("observation", "state", "error"):
+                    report.crashes.append(f"served protocol: a reply of type {reply.get('type')!r}")
+                elif reply["type"] == "observation" and reply["data"].get("done"):
+                    report.episodes += 1
+            socket = socket or stack.enter_context(ws_client.connect(ws_url, open_timeout=60, max_size=None))
+            if ask(socket, jsonlib.dumps({"type": "reset", "data": {"seed": 1}}))["type"] != "observation":
+                report.crashes.append("served protocol: the session could not reset after hostile messages")
+        except Exception as err:  # what this harness counts: a closed socket, a missing reply, a dead server
+            report.crashes.append(f"served protocol: {type(err).__name__}: {str(err)[:200]}")
+        finally:
+            stack.close()
+
+    session()
+
+
 def fuzz_ids(ids: list[str], args: argparse.Namespace, rng: random.Random, report: FuzzReport, backend: FaultyJudge) -> None:
     """Single envs of every id, groups of every judged id, AsyncVectorEnv of every base id."""
     for env_id in tqdm(ids, desc="fuzzing ids"):
@@ -151,8 +212,10 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=1200, help="single-env actions per registered id")
     parser.add_argument("--group-steps", type=int, default=60, help="group-env steps per judged id")
     parser.add_argument("--async-steps", type=int, default=40, help="AsyncVectorEnv steps per family's base id")
+    parser.add_argument("--served-sessions", type=int, default=1000,
+                        help="WebSocket sessions of up to 8 raw messages each to a served env (Hypothesis draws them)")
     parser.add_argument("--seed", type=int, default=0)
-    add_smoke_flag(parser, actions=10, group_steps=2, async_steps=2)
+    add_smoke_flag(parser, actions=10, group_steps=2, async_steps=2, served_sessions=10)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     report = FuzzReport()
@@ -162,6 +225,7 @@ def main() -> None:
     with serve_in_thread(make_app(SERVED["env_id"], **env_kwargs(SERVED["env_id"], backend))) as url:
         SERVED["url"] = url
         fuzz_ids(ids, args, rng, report, backend)
+        fuzz_served_protocol(url, args.served_sessions, report)
     escaped = try_escapes(lambda code: run_python(code)[0])
     minutes = (time.perf_counter() - started) / 60
     print(f"ids: {len(ids)}; episodes finished: {report.episodes}; invalid observations or rewards: "

@@ -28,6 +28,7 @@ from rubricgym.envs.wordsort import WordSortEnv  # noqa: E402
 from rubricgym.openenv.server import make_app, serve_in_thread  # noqa: E402
 from rubricgym.openenv.sessions import ERROR_CODES, ServeLimits  # noqa: E402
 from rubricgym.testing.contract import play, registered  # noqa: E402
+from rubricgym.testing.hostile import frame_bytes, protocol_frame, protocol_messages  # noqa: E402
 
 #: generous: a reply that does not come is a failure, however loaded the machine
 WAIT_S = 60
@@ -238,26 +239,6 @@ def test_serve_with_two_worker_processes_keeps_the_cap_and_plays_as_in_process()
         assert 2 <= granted <= 4
 
 
-#: any JSON-like value, including dicts with keys of any text, lone surrogates and huge numbers
-_json_like = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40) | st.floats(allow_nan=True)
-    | st.text(alphabet=st.characters(codec=None), max_size=20),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
-    max_leaves=10)
-#: messages a hostile client sends: any JSON value, or an object of a known type whose data is anything
-_messages = st.one_of(
-    _json_like,
-    st.builds(lambda kind, data: {"type": kind, "data": data}, st.sampled_from(["reset", "step", "state", "close", "fly"]),
-              _json_like),
-    st.builds(lambda content: {"type": "step", "data": {"content": content}}, st.text(max_size=200)),
-)
-
-
-def _frame(message) -> str:
-    # json.dumps writes a lone surrogate as an escape; the server decodes it back into the string
-    return json.dumps(message, allow_nan=True)
-
-
 @pytest.fixture(scope="module")
 def served_wordsort():
     with serve_in_thread(make_app("WordSort-v0")) as url:
@@ -265,13 +246,16 @@ def served_wordsort():
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(messages=st.lists(_messages, min_size=1, max_size=6))
+@given(messages=st.lists(protocol_messages(), min_size=1, max_size=6))
 def test_any_message_sequence_gets_typed_answers_and_the_session_stays_usable(served_wordsort, messages):
     with ws_client.connect(ws_url(served_wordsort), open_timeout=WAIT_S) as socket:
         for message in messages:
             if isinstance(message, dict) and message.get("type") == "close":
                 continue  # a close ends the session by design
-            reply = ask(socket, _frame(message))
+            frame = protocol_frame(message)
+            if frame is None or frame_bytes(frame) > ServeLimits().max_message_bytes:
+                continue  # over the limit, a message ends the connection (its own test above)
+            reply = ask(socket, frame)
             assert reply["type"] in ("observation", "state", "error"), reply
             if reply["type"] == "error":
                 assert reply["data"]["code"] in ERROR_CODES, reply

@@ -82,6 +82,46 @@ def _call_text(rng: random.Random) -> str:
     return f"<tool_call>{body}</tool_call>" if rng.random() < 0.8 else f"<tool_call>{body}"
 
 
+def protocol_messages():
+    """A Hypothesis strategy for what a hostile client sends a served env: any JSON-like value (dicts
+    with keys of any text, lone surrogates, numbers past 64 bits, NaN), an object of a known message
+    type with any data, or a step whose action is what :func:`hostile_action` draws. (Hypothesis
+    is a test dependency: imported here, when asked for.)"""
+    from hypothesis import strategies as st
+
+    json_like = st.recursive(
+        st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40) | st.floats(allow_nan=True)
+        | st.text(alphabet=st.characters(codec=None), max_size=20),
+        lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+        max_leaves=10)
+
+    def hostile_step(seed: int) -> dict[str, Any]:
+        action = hostile_action(random.Random(seed), max_chars=20_000)
+        data = action if isinstance(action, dict) else {"content": action}
+        return {"type": "step", "data": data}
+
+    return st.one_of(
+        json_like,
+        st.builds(lambda kind, data: {"type": kind, "data": data},
+                  st.sampled_from(["reset", "step", "state", "fly"]), json_like),
+        st.integers(min_value=0, max_value=2**32).map(hostile_step),
+    )
+
+
+def protocol_frame(message: Any) -> str | None:
+    """``message`` as a client's text frame (a lone surrogate escaped, NaN as JSON's extension);
+    None where JSON cannot write it (a structure too deep, a value of no JSON type)."""
+    try:
+        return json.dumps(message, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def frame_bytes(frame: str) -> int:
+    """What a text frame weighs on the wire (what a server's message limit counts)."""
+    return len(frame.encode("utf-8", "surrogatepass"))
+
+
 def hostile_action(rng: random.Random, max_chars: int = 200_000) -> Any:
     """One action from a hostile agent (text, message dict, or a wrong type)."""
     kind = rng.randrange(10)
