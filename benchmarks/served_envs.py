@@ -121,13 +121,15 @@ async def abandon(url: str, count: int, batch: int) -> None:
 
 def serve_command(port: int, max_sessions: int, workers: int = 1) -> list[str]:
     return [sys.executable, "-m", "rubricgym", "serve", ENV_ID, "--env-kwargs", json.dumps(ENV_KWARGS), "--port", str(port),
-            "--max-sessions", str(max_sessions), "--workers", str(workers), "--idle-timeout", str(IDLE_TIMEOUT_S)]
+            "--max-sessions", str(max_sessions), "--workers", str(workers), "--idle-timeout", str(IDLE_TIMEOUT_S),
+            "--sessions-per-minute-per-client", "1000000"]  # every client of this benchmark is one address
 
 
 def step_breakdown() -> dict[str, float]:
     """Median ms per step of each part that is not transport or waiting, timed here on a real step's
-    messages: the env's step, the server's protocol work (read the message, validate the action,
-    serialise the observation) and the client's (write the message, read and parse the reply)."""
+    messages: the gym env's step, the server's protocol work (read the message, validate the action,
+    make the observation JSON-ready and serialise it) and the client's (write the message, read and
+    parse the reply)."""
     from openenv.core.env_server.serialization import deserialize_action, serialize_observation
     from openenv.core.env_server.types import WSObservationResponse, WSStepMessage
     from openenv.core.generic_client import GenericEnvClient
@@ -145,8 +147,10 @@ def step_breakdown() -> dict[str, float]:
             sent = time.perf_counter()
             action = deserialize_action(WSStepMessage(**json.loads(raw)).data, ChatAction)
             read = time.perf_counter()
-            observation = env.step(action)
+            obs, reward, terminated, truncated, info = env.env.step(action.as_env_action())  # the gym env's own step
             stepped = time.perf_counter()
+            observation = env._observation(obs, info, reward=float(reward), done=bool(terminated or truncated),
+                                           truncated=bool(truncated))
             reply = WSObservationResponse(data=serialize_observation(observation)).model_dump_json()
             answered = time.perf_counter()
             client._parse_result(json.loads(reply)["data"])
