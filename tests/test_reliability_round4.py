@@ -233,3 +233,25 @@ def test_a_dict_action_nested_without_end_is_recorded_not_a_crash():
     _, rewards, terminated, _, info = envs.step([deep, loop])
     assert terminated.all() and np.isfinite(rewards).all()
     assert all(t.transitions[0].action for t in info["trajectory"])
+
+
+@pytest.mark.parametrize("env_id", ["WordSort-v0", "ToolUse-v0", "MathRandom-v0", "RagSupport-v0"])
+def test_a_lone_surrogate_written_as_a_json_escape_in_a_call_is_refused_not_a_crash(env_id):
+    """``"\\ud800\\ud800"`` in a call's JSON is ASCII in the reply but decodes to lone surrogates: the
+    content-derived call id hashed them and raised UnicodeEncodeError out of step (found by
+    benchmarks/fuzz.py in 14 ids). Now the call is refused before it is applied, with the reason."""
+    import json
+
+    import gymnasium as gym
+
+    from rubricgym.tools import parse_action
+
+    call = '<tool_call>{"name": "get_order", "arguments": {"order_id": 1, "reason": "\\ud800\\ud800"}}</tool_call>'
+    parsed = parse_action(call)
+    assert not parsed.tool_calls and "lone surrogate (U+D800)" in parsed.errors[0]
+    assert parse_action(call.replace("\\ud800\\ud800", "\\ud800\\udc00")).tool_calls  # a valid pair is one character
+    env = gym.make(env_id)
+    env.reset(seed=1)
+    obs, reward, terminated, truncated, info = env.step(call)
+    json.dumps(obs, ensure_ascii=False).encode("utf-8")  # the transcript stays representable
+    assert isinstance(reward, float)

@@ -54,7 +54,7 @@ class CoinFlip:
     def __call__(self, messages: list, info: dict[str, Any]) -> float:
         episode = info.get("episode")
         task_id = getattr(episode, "task_id", None) or info.get("task_id", "")
-        key = f"{self.seed}\x1f{task_id}\x1f{last_reply(messages)}".encode()
+        key = f"{self.seed}\x1f{task_id}\x1f{last_reply(messages)}".encode("utf-8", "surrogatepass")
         return float(hashlib.blake2b(key, digest_size=1).digest()[0] & 1)
 
 

@@ -37,7 +37,7 @@ def hashed_features(text: str, n_features: int = 512) -> np.ndarray:
     vector = np.zeros(n_features, dtype=np.float32)
     tokens = WORD.findall(text.lower())
     for gram in tokens + [a + " " + b for a, b in zip(tokens, tokens[1:])]:
-        h = zlib.crc32(gram.encode())
+        h = zlib.crc32(gram.encode("utf-8", "surrogatepass"))
         vector[h % n_features] += 1.0 if (h >> 31) & 1 else -1.0
     norm = np.linalg.norm(vector)
     return vector / norm if norm > 0 else vector

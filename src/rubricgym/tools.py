@@ -206,7 +206,8 @@ def content_call_id(call: ToolCall, position: int) -> str:
         'call_64c209de'
     """
     body = json.dumps([position, call.name, call.arguments], sort_keys=True, ensure_ascii=False, default=str)
-    return "call_" + hashlib.blake2b(body.encode(), digest_size=4).hexdigest()
+    # surrogatepass: arguments decoded from JSON escapes may hold lone surrogates, refused later with a reason
+    return "call_" + hashlib.blake2b(body.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
 
 
 def _name_calls(parsed: ParsedAction) -> ParsedAction:
@@ -247,6 +248,11 @@ def _decode_call(raw: Any, where: str) -> ToolCall | str:
         arguments = json_arguments(arguments)
     except ValueError as err:
         return f"{where}: {name}'s {err}"
+    # JSON escapes (\\ud800) decode to lone surrogates the reply's own text did not show: refused here,
+    # before the call is applied, as a lone surrogate in the text is
+    bad = calls_unrepresentable([name, arguments, raw.get("id") if isinstance(raw.get("id"), str) else ""])
+    if bad:
+        return f"{where}: the call to {LONE_SURROGATE.sub(chr(0xFFFD), name)!r} has {bad} (decoded from a JSON escape)"
     call = ToolCall(name=name, arguments=arguments)
     if isinstance(raw.get("id"), str) and raw["id"]:
         call.id = raw["id"]

@@ -93,7 +93,7 @@ class OracleVerifier:
         for description in descriptions:
             truth = item_truth(description, response)
             if truth is not None and self.accuracy < 1.0:
-                digest = hashlib.sha256(f"{self.accuracy}|{description}|{response}".encode()).digest()
+                digest = hashlib.sha256(f"{self.accuracy}|{description}|{response}".encode("utf-8", "surrogatepass")).digest()
                 if int.from_bytes(digest[:8], "big") / 2**64 >= self.accuracy:
                     truth = not truth
             out.append(truth)
