@@ -107,7 +107,13 @@ def main() -> None:
         for way in ("shared", "per_member", "per_member", "shared"):
             command = [sys.executable, __file__, "--one", f"{part}:{way}", "--group-size", str(args.group_size),
                        "--new-tokens", str(args.new_tokens), *(["--model", args.model] if args.model else [])]
+            if any(r.get("killed") for r in runs.get((part, way), [])):
+                continue  # killed once (out of memory): not tried again
             done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+            if done.returncode == -9:  # the kernel's out-of-memory killer: a result, not a failure
+                runs.setdefault((part, way), []).append({"killed": True})
+                print(f"{part:>6} {way:>10}: killed (out of memory)", flush=True)
+                continue
             if done.returncode != 0:
                 raise SystemExit(f"{part}:{way} failed:\n{done.stderr[-3000:]}")
             run = json.loads(done.stdout.strip().splitlines()[-1])
@@ -116,14 +122,15 @@ def main() -> None:
                   flush=True)
     summary = {}
     for part in ("sample", "score"):
-        seconds = {way: sum(r["seconds"] for r in runs[(part, way)]) / 2 for way in WAYS}
-        peak = {way: max(r["peak_mb"] for r in runs[(part, way)]) for way in WAYS}
-        summary[part] = {"speedup": seconds["per_member"] / seconds["shared"], "seconds": seconds, "peak_mb": peak,
-                         "tokens_per_s": {way: sum(r["tokens_per_s"] for r in runs[(part, way)]) / 2 for way in WAYS}}
+        done = {way: [r for r in runs[(part, way)] if not r.get("killed")] for way in WAYS}
+        seconds = {way: sum(r["seconds"] for r in done[way]) / len(done[way]) if done[way] else None for way in WAYS}
+        summary[part] = {"seconds": seconds, "killed": {way: len(done[way]) < len(runs[(part, way)]) for way in WAYS},
+                         "peak_mb": {way: max((r["peak_mb"] for r in done[way]), default=None) for way in WAYS},
+                         "speedup": seconds["per_member"] / seconds["shared"] if None not in seconds.values() else None}
     first = {way: runs[("sample", way)][0] for way in WAYS}
     same_tokens = first["shared"]["completions"] == first["per_member"]["completions"]
-    diffs = [abs(a - b) for part in ("sample", "score") for x, y in zip(runs[(part, "shared")][0]["logprobs"],
-                                                                      runs[(part, "per_member")][0]["logprobs"])
+    diffs = [abs(a - b) for part in ("sample", "score") if not any(r.get("killed") for w in WAYS for r in runs[(part, w)])
+             for x, y in zip(runs[(part, "shared")][0]["logprobs"], runs[(part, "per_member")][0]["logprobs"])
              for a, b in zip(x, y)]
     max_diff = max(diffs) if diffs else 0.0
     prompt_tokens = first["shared"]["prompt_tokens"]
@@ -134,12 +141,16 @@ def main() -> None:
         "runs": {f"{p}:{w}": [{k: v for k, v in r.items() if k not in ("completions", "logprobs")} for r in rs]
                  for (p, w), rs in runs.items()},
         "provenance": provenance({"benchmark": "long_prompts", **vars(args)})}, indent=1))
+    def shown(value, form: str) -> str:
+        return "killed" if value is None else format(value, form)
+
     s, c = summary["sample"], summary["score"]
-    print(f"RESULT sample_speedup={s['speedup']:.2f} sample_peak_mb={s['peak_mb']['shared']:.0f}/{s['peak_mb']['per_member']:.0f} "
-          f"score_speedup={c['speedup']:.2f} score_peak_mb={c['peak_mb']['shared']:.0f}/{c['peak_mb']['per_member']:.0f} "
+    print(f"RESULT sample_speedup={shown(s['speedup'], '.2f')} "
+          f"sample_peak_mb={shown(s['peak_mb']['shared'], '.0f')}/{shown(s['peak_mb']['per_member'], '.0f')} "
+          f"score_speedup={shown(c['speedup'], '.2f')} "
+          f"score_peak_mb={shown(c['peak_mb']['shared'], '.0f')}/{shown(c['peak_mb']['per_member'], '.0f')} "
           f"prompt_tokens={prompt_tokens} group_size={args.group_size} same_tokens={str(same_tokens).lower()} "
           f"max_logprob_diff={max_diff:.1e}")
-
 
 if __name__ == "__main__":
     main()
