@@ -23,6 +23,12 @@ def unrepresentable(text: str) -> str | None:
                                         "not valid Unicode text")
 
 
+def utf8_bytes(text: str) -> int:
+    """What ``text`` weighs as UTF-8 on the wire (a lone surrogate counted as its 3 bytes, not an error):
+    what a server's message limit counts."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def calls_unrepresentable(raw_calls: list) -> str | None:
     """:func:`unrepresentable` over the strings in a reply's tool calls (other faults, such as a
     number JSON cannot hold, are the call decoder's to report)."""

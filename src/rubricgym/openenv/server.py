@@ -46,6 +46,7 @@ import rubricgym  # noqa: F401  (registers the ids)
 from rubricgym.openenv.sessions import (CLOSE_TOO_BIG, GuardMiddleware, Refused, ServeLimits, SessionManager, error_reply,
                                         parse_message, validation_errors)
 from rubricgym.records import SeededIds, to_jsonable
+from rubricgym.utf8 import utf8_bytes
 from rubricgym.registration import ENVS
 
 #: info keys sent in the observation's own fields, not again in its metadata
@@ -251,7 +252,7 @@ async def _answer(manager: SessionManager, connection: Any, message: dict[str, A
     if text is None:
         raise Refused("INVALID_MESSAGE", "binary frames are not read: send each message as JSON text")
     limit = manager.limits.max_message_bytes
-    if len(text) > limit // 4 and len(text.encode("utf-8", "surrogatepass")) > limit:
+    if len(text) > limit // 4 and utf8_bytes(text) > limit:  # under limit/4 characters it cannot be over
         raise Refused("ACTION_TOO_LARGE", f"the message is over {limit:,} bytes", close=CLOSE_TOO_BIG)
     request = parse_message(text)
     kind = request["type"]
@@ -288,10 +289,10 @@ def _said(error: Exception) -> str:
 
 
 def _reset_needed_reply():
-    """OpenEnv's HTTP ``/step`` builds a fresh env per request (its HTTP API keeps no episode), so a
-    step there has no episode to act in: say so with a typed error (409), not a bare 500."""
+    """HTTP keeps no episode (OpenEnv's HTTP API has no session), so a ``/step`` there has no episode
+    to act in: say so with a typed error (409), not a bare 500."""
     return JSONResponse(status_code=409, content={"error": {"type": "RESET_NEEDED", "message": (
-        "HTTP /step has no episode: OpenEnv's HTTP routes build a fresh env per request. Play an episode over the "
+        "HTTP /step has no episode: HTTP requests share no session. Play an episode over the "
         "WebSocket session at /ws (gym.make('OpenEnv-v0', url=...) does), which keeps one env from reset to the end")}})
 
 

@@ -117,9 +117,7 @@ def protocol_frame(message: Any) -> str | None:
         return None
 
 
-def frame_bytes(frame: str) -> int:
-    """What a text frame weighs on the wire (what a server's message limit counts)."""
-    return len(frame.encode("utf-8", "surrogatepass"))
+from rubricgym.utf8 import utf8_bytes as frame_bytes  # noqa: E402  (what a server's message limit counts)
 
 
 def hostile_action(rng: random.Random, max_chars: int = 200_000) -> Any:
