@@ -6,13 +6,18 @@ fewer trajectories than it was given), observations outside the observation spac
 injected, and sandbox escapes. Single envs, group vector envs of judged ids, and Gymnasium's
 AsyncVectorEnv (observations through shared memory, where a lone surrogate once killed workers),
 and raw protocol messages to a served env (Hypothesis strategies: any JSON-like value, known
-message types with any data, hostile actions), each of which must get a typed answer.
+message types with any data, hostile actions), each of which must get a typed answer. Around the
+step (rubricgym.testing.configs, Hypothesis): every knob of every id and scheme at construction,
+reset options, close / copy lifecycles and the group env's own arguments, each refused by name or
+working; and the protocol the other way: ``OpenEnv-v0`` against a server that damages its replies
+(rubricgym.testing.misbehaving), which must never raise from a step or hand the agent a
+non-finite reward or an observation outside its space. Each problem a probe reports is a crash.
 
     python benchmarks/fuzz.py                 # 20,000+ actions over all ids, 98 escape attempts
     python benchmarks/fuzz.py --actions 300   # a quick look
 
 Ends with ``RESULT actions=<n> crashes=0 slow_steps=0 lost_trajectories=0 invalid_observations=0
-judge_faults=<n> sandbox_escapes=0 of <k>``.
+judge_faults=<n> config_probes=<p> misbehaving_scripts=<s> sandbox_escapes=0 of <k>``.
 """
 
 from __future__ import annotations
@@ -194,6 +199,77 @@ def fuzz_served_protocol(url: str, sessions: int, report: FuzzReport) -> None:
     session()
 
 
+def fuzz_configs(ids: list[str], examples: int, url: str, report: FuzzReport) -> int:
+    """Every knob of every id at construction, reset options, close / copy lifecycles and the group
+    env's own arguments (Hypothesis draws them; rubricgym.testing.configs probes them): each problem
+    a probe reports (an unclear refusal, an exception from an env it accepted, a non-finite reward,
+    an observation out of the space) is a crash. Returns the number of probes."""
+    import warnings
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from rubricgym.testing.configs import (LIFECYCLE_OPS, base_kwargs, group_arguments, knob_values, knobs_of,
+                                           option_values, probe_group, probe_knobs, probe_lifecycle, probe_options,
+                                           reset_seeds)
+
+    drawn = dict(max_examples=examples, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    probes = 0
+
+    def count(problems: list[str]) -> None:
+        nonlocal probes
+        probes += 1
+        report.crashes.extend(problems)
+
+    for env_id in tqdm(ids, desc="fuzzing knobs, options, lifecycles"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the judged ids' judge-failure warnings
+            settings(**drawn)(given(st.dictionaries(st.sampled_from(knobs_of(env_id)), knob_values(), min_size=1, max_size=3))(
+                lambda knobs: count(probe_knobs(env_id, knobs, url))))()
+            env = gym.make(env_id, disable_env_checker=True, **base_kwargs(env_id, url))
+            settings(**drawn)(given(st.integers(0, 10**6), option_values())(
+                lambda seed, options: count(probe_options(env, env_id, seed, options))))()
+            env.close()
+            settings(**{**drawn, "max_examples": max(1, examples // 4)})(given(
+                st.lists(st.sampled_from(LIFECYCLE_OPS), max_size=8), st.integers(0, 1000))(
+                lambda ops, seed: count(probe_lifecycle(env_id, ops, seed, url))))()
+            if not env_id.startswith("OpenEnv"):
+                settings(**{**drawn, "max_examples": max(1, examples // 8)})(given(
+                    group_arguments(), reset_seeds(), st.none() | option_values(), st.integers(0, 1000))(
+                    lambda arguments, seed, options, actions_seed: count(probe_group(env_id, arguments, seed, options, actions_seed))))()
+    return probes
+
+
+def fuzz_misbehaving_server(examples: int, report: FuzzReport) -> int:
+    """``OpenEnv-v0`` against a server that damages its replies (rubricgym.testing.misbehaving; Hypothesis
+    draws the damage): each problem is a crash, each call past its deadlines a slow step. Returns the
+    number of scripts played."""
+    import warnings
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from rubricgym.testing.misbehaving import MisbehavingServer, faults, play_against
+
+    with serve_in_thread(make_app("WordSort-v0")) as upstream:
+        server = MisbehavingServer(upstream)
+        with serve_in_thread(server.app()) as url:
+
+            @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
+                      suppress_health_check=list(HealthCheck))
+            @given(st.lists(faults(), max_size=6), st.none() | faults())
+            def play(script, schema_fault):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    problems, slow = play_against(server, url, script, schema_fault)
+                report.actions += len(script) + 1
+                report.crashes.extend(f"misbehaving server: {p}" for p in problems)
+                report.slow_steps.extend(f"misbehaving server: {s}" for s in slow)
+
+            play()
+    return examples
+
+
 def fuzz_ids(ids: list[str], args: argparse.Namespace, rng: random.Random, report: FuzzReport, backend: FaultyJudge) -> None:
     """Single envs of every id, groups of every judged id, AsyncVectorEnv of every base id."""
     for env_id in tqdm(ids, desc="fuzzing ids"):
@@ -214,8 +290,14 @@ def main() -> None:
     parser.add_argument("--async-steps", type=int, default=40, help="AsyncVectorEnv steps per family's base id")
     parser.add_argument("--served-sessions", type=int, default=1000,
                         help="WebSocket sessions of up to 8 raw messages each to a served env (Hypothesis draws them)")
+    parser.add_argument("--config-examples", type=int, default=200,
+                        help="Hypothesis examples per id: knob sets and reset options (a quarter as many lifecycles, "
+                             "an eighth as many group-env shapes)")
+    parser.add_argument("--misbehaving-scripts", type=int, default=500,
+                        help="scripts of damaged replies OpenEnv-v0 plays against a misbehaving server")
     parser.add_argument("--seed", type=int, default=0)
-    add_smoke_flag(parser, actions=10, group_steps=2, async_steps=2, served_sessions=10)
+    add_smoke_flag(parser, actions=10, group_steps=2, async_steps=2, served_sessions=10, config_examples=2,
+                   misbehaving_scripts=5)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     report = FuzzReport()
@@ -226,15 +308,18 @@ def main() -> None:
         SERVED["url"] = url
         fuzz_ids(ids, args, rng, report, backend)
         fuzz_served_protocol(url, args.served_sessions, report)
+        probes = fuzz_configs(ids, args.config_examples, url, report)
+    scripts = fuzz_misbehaving_server(args.misbehaving_scripts, report)
     escaped = try_escapes(lambda code: run_python(code)[0])
     minutes = (time.perf_counter() - started) / 60
     print(f"ids: {len(ids)}; episodes finished: {report.episodes}; invalid observations or rewards: "
-          f"{report.invalid_observations}; judge calls {backend.calls} ({backend.faults} faulty); {minutes:.1f} min")
+          f"{report.invalid_observations}; judge calls {backend.calls} ({backend.faults} faulty); {probes} knob / option / "
+          f"lifecycle / group probes; {scripts} misbehaving-server scripts; {minutes:.1f} min")
     for line in (report.crashes + report.slow_steps + report.invalid + escaped)[:20]:
         print("  ", line)
     print(f"RESULT actions={report.actions} crashes={len(report.crashes)} slow_steps={len(report.slow_steps)} "
           f"lost_trajectories={report.lost_trajectories} invalid_observations={report.invalid_observations} "
-          f"judge_faults={backend.faults} "
+          f"judge_faults={backend.faults} config_probes={probes} misbehaving_scripts={scripts} "
           f"sandbox_escapes={len(escaped)} of {len(ESCAPES)}")
     sys.exit(1 if report.crashes or report.slow_steps or report.lost_trajectories or report.invalid or escaped else 0)
 

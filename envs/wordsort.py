@@ -37,8 +37,9 @@ class WordSortConfig(ChatEnvConfig):
 
     num_tasks: int = field(default=200, metadata=knob_range(1, 100_000))
     """Tasks per split."""
-    min_words: int = 3
-    max_words: int = 6
+    min_words: int = field(default=3, metadata=knob_range(1, len(WORDS)))
+    max_words: int = field(default=6, metadata=knob_range(1, len(WORDS)))
+    """Each task draws between ``min_words`` and ``max_words`` distinct words (at most the word list's size)."""
     split: str = "train"
     """``train`` or ``test`` (disjoint seeds)."""
     max_action_chars: int = field(default=2_000, metadata=knob_range(1, 10_000_000))
@@ -61,6 +62,8 @@ class WordSortEnv(ChatEnv):
     def setup(self) -> list[WordSortTask]:
         cfg = self.config
         check_choice("split", cfg.split, ("train", "test"))
+        if cfg.min_words > cfg.max_words:
+            raise ValueError(f"min_words ({cfg.min_words}) must not exceed max_words ({cfg.max_words})")
         seed = 0 if cfg.split == "train" else 1_000_003
         return [self.make_task(f"ws-{cfg.split}-{i}", random.Random(seed + i)) for i in range(cfg.num_tasks)]
 

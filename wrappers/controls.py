@@ -24,6 +24,8 @@ Examples:
 
 from __future__ import annotations
 
+import numbers
+
 import hashlib
 from typing import Any
 
@@ -49,6 +51,8 @@ class CoinFlip:
     """
 
     def __init__(self, seed: int = 0):
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+            raise ValueError(f"seed must be an integer, got {seed!r:.40}")
         self.seed = int(seed)
 
     def __call__(self, messages: list, info: dict[str, Any]) -> float:

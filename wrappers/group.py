@@ -182,12 +182,17 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def check_group_shape(num_envs: Any, group_size: Any) -> None:
+    """Refuse a ``num_envs`` or ``group_size`` that is not a positive integer (at most 4,096), naming it."""
+    for name, value in (("num_envs", num_envs), ("group_size", group_size)):
+        if not _is_int(value) or not 1 <= value <= 4_096:
+            raise ValueError(f"{name} must be an integer between 1 and 4,096, got {value!r:.60}")
+
+
 def make_group_vector_env(env_id: str, num_envs: int = 1, group_size: int = 1, **kwargs: Any) -> GroupVectorEnv:
     """Build the group vector env of ``env_id`` (what ``gym.make_vec(env_id, ...)`` calls)."""
     kwargs.pop("max_episode_steps", None)
-    for name, value in (("num_envs", num_envs), ("group_size", group_size)):
-        if not _is_int(value) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_group_shape(num_envs, group_size)
 
     def make_member() -> gym.Env:
         return gym.make(env_id, disable_env_checker=True, **deepcopy(kwargs))

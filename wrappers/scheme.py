@@ -31,7 +31,7 @@ import gymnasium as gym
 from rubricgym.judges.base import GroupScorer
 
 from .episode import EpisodeReward, GroupReward
-from .group import GroupVectorEnv
+from .group import GroupVectorEnv, check_group_shape
 
 
 def no_member_wrappers(env: gym.Env, scorer: GroupScorer) -> gym.Env:
@@ -95,6 +95,7 @@ class RewardScheme:
 
     def make_vector_env(self, num_envs: int = 1, group_size: int = 1, base_env: str = "", **kwargs: Any):
         """Group vector env: members of ``base_env`` in groups + the scheme's group wrapper."""
+        check_group_shape(num_envs, group_size)
         env_kwargs, knobs, _ = self.split(kwargs)
         scorer = self.build_scorer(knobs)
 

@@ -169,7 +169,7 @@ def generate_task(level: int, index: int, split: str = "train") -> MathTask:
         ('gen-L1-train-0', True)
     """
     if level not in _GENERATORS:
-        raise ValueError(f"level must be one of {sorted(_GENERATORS)}, got {level!r}")
+        raise ValueError(f"levels: each level must be one of {sorted(_GENERATORS)}, got {level!r}")
     rng = random.Random(f"{level}:{split}:{index}")
     problem, answer = _GENERATORS[level](rng)
     return MathTask(f"gen-L{level}-{split}-{index}", problem, str(answer), {"level": level, "source": "generated"})
@@ -225,10 +225,13 @@ def tasks_from_records(records: list[dict[str, Any]], name: str) -> list[MathTas
     """Turn raw records into MathTasks; rows without a problem or an answer are an error."""
     tasks = []
     for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ValueError(f"dataset {name} row {index}: a record is a dict (problem, answer ...), "
+                             f"got {type(record).__name__} {record!r:.40}")
         problem, answer = _problem_of(record), _answer_of(record)
         if problem is None or answer is None:
             raise ValueError(
-                f"{name} row {index}: need a problem (problem/question/prompt) and an answer "
+                f"dataset {name} row {index}: need a problem (problem/question/prompt) and an answer "
                 f"(answer/reward_model.ground_truth/solution with \\boxed); got columns {sorted(record)}"
             )
         extra = record.get("extra_info") if isinstance(record.get("extra_info"), dict) else {}

@@ -43,7 +43,8 @@ class RagSupportConfig(ChatEnvConfig):
     """``context``: the top-k articles come with the question (one turn); ``agentic``: a search tool."""
     retriever: Any = "bm25"
     """``bm25``, ``dense`` (MiniLM, offline when installed), ``hybrid`` (both, rank-fused) or a Retriever."""
-    top_k: int = 3
+    top_k: int = field(default=3, metadata=knob_range(1, 100))
+    """Articles retrieved per question (context mode) or per search (agentic mode)."""
     max_turns: int = field(default=4, metadata=knob_range(1, 1_000))
     """Agentic mode: turn limit, the answer included."""
     weights: dict[str, float] = field(default_factory=lambda: {"f1": 0.4, "citation": 0.2, "refusal": 0.2, "grounded": 0.2})

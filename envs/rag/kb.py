@@ -109,13 +109,19 @@ def mtrag_un() -> SupportDataset:
 
 def from_file(path: str | Path) -> SupportDataset:
     """A JSON file shaped like the built-in one: ``{"articles": [...], "questions": [...]}``."""
-    data = json.loads(Path(path).read_text()) if str(path).endswith(".json") else None
-    if not isinstance(data, dict) or "articles" not in data or "questions" not in data:
-        raise DatasetLoadError(f"{path}: expected a JSON object with 'articles' (id, text, title) and 'questions' "
-                               "(id, question, answer, supporting_ids, answerable)")
-    articles = [Article(str(a["id"]), a["text"], a.get("title", "")) for a in data["articles"]]
-    tasks = [RagTask(str(q["id"]), q["question"], q["answer"], tuple(q.get("supporting_ids", [])), q.get("answerable", True))
-             for q in data["questions"]]
+    shape = ("expected a JSON object with 'articles' (id, text, title) and 'questions' "
+             "(id, question, answer, supporting_ids, answerable)")
+    try:
+        data = json.loads(Path(path).read_text()) if str(path).endswith(".json") else None
+        if not isinstance(data, dict) or "articles" not in data or "questions" not in data:
+            raise DatasetLoadError(f"dataset {path}: {shape}")
+        articles = [Article(str(a["id"]), a["text"], a.get("title", "")) for a in data["articles"]]
+        tasks = [RagTask(str(q["id"]), q["question"], q["answer"], tuple(q.get("supporting_ids", [])), q.get("answerable", True))
+                 for q in data["questions"]]
+    except DatasetLoadError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:  # unreadable, not JSON, rows of another shape
+        raise DatasetLoadError(f"dataset {path}: {type(error).__name__}: {error!s:.200}; {shape}") from None
     return SupportDataset(Path(path).stem, articles, tasks, data.get("company", "the company"))
 
 

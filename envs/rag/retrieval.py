@@ -107,6 +107,9 @@ class HybridRetriever:
 
 def make_retriever(kind: str | Retriever, articles: Sequence[Article]) -> Retriever:
     if not isinstance(kind, str):
+        if not callable(getattr(kind, "search", None)):
+            raise ValueError(f"retriever must be 'bm25', 'dense', 'hybrid' or a Retriever object (with search()), "
+                             f"got {type(kind).__name__} {kind!r:.60}")
         return kind
     if kind == "bm25":
         return BM25Retriever(articles)

@@ -30,7 +30,7 @@ CHECKOUT_ROOT = Path(__file__).resolve().parents[2]
 from an installed wheel, the folder above site-packages, where nothing of the checkout's is found."""
 
 
-class DatasetLoadError(RuntimeError):
+class DatasetLoadError(RuntimeError, ValueError):
     """A dataset could not be loaded; the message says what was tried and what to do."""
 
 

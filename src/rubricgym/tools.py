@@ -480,7 +480,7 @@ def resolve_tools(names_or_tools: list[str | Tool] | str | None) -> dict[str, To
             resolved[item.name] = item
             continue
         if item not in TOOL_REGISTRY:
-            raise ValueError(f"unknown tool {item!r}; available: {sorted(TOOL_REGISTRY)}")
+            raise ValueError(f"tools: unknown tool {item!r}; available: {sorted(TOOL_REGISTRY)}")
         module, attribute = TOOL_REGISTRY[item].split(":")
         target = getattr(importlib.import_module(module), attribute)
         resolved[item] = target if isinstance(target, Tool) else target()

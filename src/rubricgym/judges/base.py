@@ -105,9 +105,11 @@ def combine_reward(env_reward: float, added: Mapping[str, float | None], combine
         if combine == "replace":
             return sum(present.values()) if present else float(env_reward)
         raise ValueError(f"combine must be 'replace', 'sum' or a dict of weights, got {combine!r}")
+    if not isinstance(combine, Mapping):
+        raise ValueError(f"combine must be 'replace', 'sum' or a dict of weights, got {type(combine).__name__} {combine!r:.60}")
     unknown = set(combine) - {"env", *added}
     if unknown:
-        raise ValueError(f"weights for unknown components {sorted(unknown)}; known: env, {', '.join(added)}")
+        raise ValueError(f"combine: weights for unknown components {sorted(map(str, unknown))}; known: env, {', '.join(added)}")
     total = combine.get("env", 0.0) * float(env_reward)
     return total + sum(combine.get(name, 0.0) * value for name, value in present.items())
 

@@ -179,7 +179,7 @@ class JudgeCorrection:
         try:
             written = Path(path).stat().st_mtime_ns
         except FileNotFoundError:
-            raise ValueError(f"no judge profile at {str(path)!r} "
+            raise ValueError(f"correction: no judge profile at {str(path)!r} "
                              f"(write one with `rubricgym judge-eval --calibrate --output {path}`)") from None
         return _load(str(path), method, written)
 

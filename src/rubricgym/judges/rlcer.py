@@ -407,7 +407,7 @@ class RubricScorer:
     def __init__(self, config: RubricConfig | None = None):
         self.config = config = config or RubricConfig()
         self.verifier = (OracleVerifier.parse(config.verifier) if is_oracle(config.verifier)
-                         else make_llm(config.verifier, api_base=config.api_base))
+                         else make_llm(config.verifier, api_base=config.api_base, knob="verifier"))
         if config.verifier_scoring not in ("sampled", "probability"):
             raise ValueError(f"verifier_scoring must be 'sampled' or 'probability', got {config.verifier_scoring!r}")
         if config.verifier_items_per_call < 1:
@@ -415,7 +415,7 @@ class RubricScorer:
         if config.verifier_scoring == "probability" and not hasattr(getattr(self.verifier, "backend", None), "choose_sequence"):
             raise ValueError("verifier_scoring='probability' needs the in-process verifier ('local' or 'local:<checkpoint>')")
         self.policy_rubricator = isinstance(config.rubricator, str) and config.rubricator == "policy"
-        self.rubricator = None if self.policy_rubricator else make_llm(config.rubricator, api_base=config.api_base)
+        self.rubricator = None if self.policy_rubricator else make_llm(config.rubricator, api_base=config.api_base, knob="rubricator")
         self.bank = RubricBank()
         self.tracker = RubricTracker()
 

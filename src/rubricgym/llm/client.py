@@ -374,18 +374,19 @@ class LLM:
 
 
 def make_llm(model: str | LLM | ChatBackend, *, api_base: str | None = None, api_key: str | None = None,
-             config: LLMConfig | None = None, **backend_kwargs: Any) -> LLM:
+             config: LLMConfig | None = None, knob: str = "judge", **backend_kwargs: Any) -> LLM:
     """Build a client from a LiteLLM model string, ``"local"`` (in-process default model), or a backend.
 
     ``api_base`` points LiteLLM at a local OpenAI-compatible server (vLLM, llama.cpp): use the
     ``openai/<name>`` model string with it. ``proxy:<url>`` is a ``rubricgym judge-proxy`` (LiteLLM's
-    proxy: one rate limit and cache for every process that judges through it).
+    proxy: one rate limit and cache for every process that judges through it). ``knob``: the
+    setting ``model`` came from, named in the error when it is none of these.
     """
     if isinstance(model, LLM):
         return model
     if not isinstance(model, str):
         if not callable(getattr(type(model), "complete", None)):  # a backend is any object with complete()
-            raise ValueError(f"a judge is a model string ('local', 'local:<checkpoint>', 'openai/<name>', "
+            raise ValueError(f"{knob}: a judge is a model string ('local', 'local:<checkpoint>', 'openai/<name>', "
                              f"'oracle:<accuracy>', 'proxy:<url>'), an LLM or a backend with complete(); "
                              f"got {type(model).__name__} {model!r:.60}")
         return LLM(model, config)

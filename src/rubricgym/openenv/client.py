@@ -32,12 +32,12 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import gymnasium as gym
 
-from rubricgym.chatenv import ENDED, TURN_LIMIT, TrainingDefaults, make_config
+from rubricgym.chatenv import ENDED, TURN_LIMIT, TrainingDefaults, knob_range, make_config
 from rubricgym.openenv import auth_headers
 from rubricgym.records import EpisodeResult
 from rubricgym.registration import register_family
@@ -54,6 +54,18 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 
 
 _CONNECTION_ERRORS = _connection_errors()
+
+
+def _finite(value: Any) -> bool:
+    """A JSON number that is finite (not a bool, NaN or an infinity)."""
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a schema part that is missing or damaged)."""
+    return value if isinstance(value, dict) else {}
 
 
 class ProtocolError(ConnectionError):
@@ -74,13 +86,13 @@ class OpenEnvConfig:
     action_field: str | None = None
     """The action's text field; None: ``content`` for a rubricgym server, else the action schema's one
     required string field."""
-    max_turns: int = 16
+    max_turns: int = field(default=16, metadata=knob_range(1, 1_000))
     """Client-side turn limit: an episode still running after this many actions is truncated."""
-    max_action_chars: int = 200_000
+    max_action_chars: int = field(default=200_000, metadata=knob_range(1, 10_000_000))
     """Longer replies are refused here, before they reach the server."""
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = field(default=10.0, metadata=knob_range(0.001, 3_600))
     """Seconds to open a session (and to read the server's schema)."""
-    message_timeout_s: float = 120.0
+    message_timeout_s: float = field(default=120.0, metadata=knob_range(0.001, 86_400))
     """Seconds to wait for one reset or step reply (a judged step waits on its judge): one deadline
     for the whole call, however the server drips or fragments its reply."""
     reset_kwargs: dict[str, Any] | None = None
@@ -151,9 +163,12 @@ def _server_json(url: str, path: str, timeout_s: float, token: str | None = None
     try:
         response = httpx.get(where, timeout=timeout_s, headers=auth_headers(token))
         response.raise_for_status()
-        return response.json()
+        document = response.json()
     except Exception as error:  # any failure: the URL is not an OpenEnv server we can reach
         raise ConnectionError(f"cannot read the OpenEnv {path} at {where}: {error}") from error
+    if not isinstance(document, dict):
+        raise ConnectionError(f"the OpenEnv {path} at {where} is a JSON {type(document).__name__}, not an object")
+    return document
 
 
 def text_field(action_schema: dict[str, Any]) -> str:
@@ -164,9 +179,10 @@ def text_field(action_schema: dict[str, Any]) -> str:
         ...             "required": ["message"]})
         'message'
     """
-    properties = action_schema.get("properties") or {}
-    strings = [name for name, spec in properties.items() if spec.get("type") == "string"]
-    required = [name for name in strings if name in (action_schema.get("required") or [])]
+    properties = _object(action_schema.get("properties"))
+    strings = [name for name, spec in properties.items() if _object(spec).get("type") == "string"]
+    required_names = action_schema.get("required")
+    required = [name for name in strings if isinstance(required_names, list) and name in required_names]
     for candidates in (required, strings):
         if len(candidates) == 1:
             return candidates[0]
@@ -214,11 +230,11 @@ class OpenEnvEnv(gym.Env):
         #: this env's server: the next of the given ones in turn
         self.url = pick_server(cfg.url)
         schema = _server_json(self.url, "schema", cfg.connect_timeout_s, cfg.token)
-        action_props = (schema.get("action") or {}).get("properties") or {}
-        observation_props = (schema.get("observation") or {}).get("properties") or {}
+        action_props = _object(_object(schema.get("action")).get("properties"))
+        observation_props = _object(_object(schema.get("observation")).get("properties"))
         #: a rubricgym server: chat observations with the env's own info in their metadata
         self.chat_server = "messages" in observation_props and "content" in action_props
-        self.action_field = cfg.action_field or ("content" if self.chat_server else text_field(schema.get("action") or {}))
+        self.action_field = cfg.action_field or ("content" if self.chat_server else text_field(_object(schema.get("action"))))
         self.max_action_chars = cfg.max_action_chars
         self.observation_space = ChatSpace()
         self.action_space = AssistantReplySpace(max_length=cfg.max_action_chars)
@@ -274,19 +290,36 @@ class OpenEnvEnv(gym.Env):
         except (asyncio.TimeoutError, concurrent.futures.TimeoutError):
             self._drop_session()
             raise TimeoutError(f"the env server at {self.url} did not answer {method} within {deadline:g} s") from None
+        except _CONNECTION_ERRORS:
+            raise
+        except RuntimeError as error:
+            if str(error).startswith("Server error"):  # OpenEnv's form of the server's error reply: a refusal
+                raise
+            raise ProtocolError(f"its {method} reply could not be read: {error}") from None
+        except Exception as error:  # a reply OpenEnv's client could not read (not JSON, not UTF-8, not an object ...)
+            self._drop_session()  # what else that socket holds is not to be trusted
+            raise ProtocolError(f"its {method} reply could not be read: {type(error).__name__}: {str(error)[:200]}") from None
         return self._checked(result)
 
     def _checked(self, result: Any) -> Any:
         """``result`` when the env can pass it on: a finite reward, a dict observation, and for a chat
         server a list of chat messages; else :class:`ProtocolError`."""
-        import math
-
         reward = result.reward
-        if reward is not None and not (isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward)):
+        if reward is not None and not _finite(reward):
             raise ProtocolError(f"the server sent a reward of {reward!r:.40}: not a finite number")
         if not isinstance(result.observation, dict):
             raise ProtocolError(f"the server sent an observation of type {type(result.observation).__name__}, not an object")
-        episode = self._metadata(result).get("episode")
+        metadata = self._metadata(result)
+        components = metadata.get("reward_components")
+        if components is not None and not (isinstance(components, dict) and all(
+                isinstance(name, str) and _finite(value) for name, value in components.items())):
+            raise ProtocolError(f"the server sent reward_components {components!r:.60}: not names to finite numbers")
+        if metadata.get("correct") not in (None, True, False):
+            raise ProtocolError(f"the server sent correct={metadata['correct']!r:.40}: not true, false or null")
+        tools = result.observation.get("tools")
+        if tools is not None and not (isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)):
+            raise ProtocolError(f"the server sent tools {tools!r:.60}: not a list of tool schemas")
+        episode = metadata.get("episode")
         if isinstance(episode, dict):
             from pydantic import ValidationError
 
@@ -306,6 +339,8 @@ class OpenEnvEnv(gym.Env):
     # -- gymnasium -------------------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"options must be a dict such as {{'task_id': ...}} or None, got {type(options).__name__}")
         super().reset(seed=seed)
         options = dict(options or {})
         task_id = options.pop("task_id", None)
@@ -317,11 +352,11 @@ class OpenEnvEnv(gym.Env):
         else:  # the scenario is the seed: draw one so that the group's other members can replay it
             kwargs["seed"] = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
         hint = kwargs.pop("hint", None) if not self.chat_server else None
-        try:
-            result = self._call("reset", **kwargs)
-        except _CONNECTION_ERRORS:  # a restarted server: one fresh session, then the error is the caller's
-            self._drop_session()
-            result = self._call("reset", **kwargs)
+        try:  # what cannot cross the wire is refused here, naming it
+            json.dumps(kwargs, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise ValueError(f"reset options {kwargs!r:.80} cannot be sent to the server as JSON: {error}") from None
+        result = self._reset_call(kwargs)
         self._reset_kwargs, self._actions = kwargs, []
         self._turn, self._ended = 0, False
         metadata = self._metadata(result)
@@ -335,6 +370,21 @@ class OpenEnvEnv(gym.Env):
                 {"role": "user", "content": first}]
             self.tools = []
         return list(self.messages), self._info()
+
+    def _reset_call(self, kwargs: dict[str, Any]):
+        """The server's reset, once more on a fresh session after a connection failure; a refusal
+        is a ValueError (as in process: an unknown task id), a lost session a ConnectionError."""
+        for attempt in (1, 2):
+            try:
+                return self._call("reset", **kwargs)
+            except RuntimeError as error:  # "Server error: ...": the server refused this reset
+                raise ValueError(f"the env server at {self.url} refused reset with options {kwargs!r:.80}: {error}") from None
+            except _CONNECTION_ERRORS as error:  # a restarted server: one fresh session, then the error is the caller's
+                self._drop_session()
+                if attempt == 2 and isinstance(error, (ConnectionError, TimeoutError)):
+                    raise
+                if attempt == 2:  # websockets' ConnectionClosed is no OSError: said as one
+                    raise ConnectionError(f"the env server at {self.url} could not reset: {type(error).__name__}: {error}") from None
 
     def step(self, action: Any):
         if self._ended:
@@ -368,6 +418,13 @@ class OpenEnvEnv(gym.Env):
                 return self._lost(f"the env server at {self.url} went away mid-episode ({error}); replaying "
                                   f"the episode's {len(self._actions)} earlier action(s) failed too ({again})")
         self._actions.append(payload)
+        try:
+            return self._passed_on(result, payload, replayed)
+        except (TypeError, ValueError, KeyError, AttributeError) as error:  # a reply shape no check above foresaw
+            return self._lost(f"the env server at {self.url} broke the protocol: {type(error).__name__}: {str(error)[:200]}")
+
+    def _passed_on(self, result: Any, payload: dict[str, Any], replayed: bool):
+        """The step's answer to the agent from the server's (checked) result."""
         metadata = self._metadata(result)
         done = bool(result.done)
         truncated = bool(result.observation.get("truncated")) if self.chat_server else False
@@ -424,8 +481,8 @@ class OpenEnvEnv(gym.Env):
 
     @staticmethod
     def _metadata(result: Any) -> dict[str, Any]:
-        metadata = result.metadata if isinstance(result.metadata, dict) else (result.observation.get("metadata") or {})
-        return dict(metadata)
+        metadata = result.metadata if isinstance(result.metadata, dict) else result.observation.get("metadata")
+        return dict(metadata) if isinstance(metadata, dict) else {}
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         info: dict[str, Any] = {"task_id": self._task_id, "system_prompt": self.specification, "turn": self._turn}
@@ -471,6 +528,18 @@ class OpenEnvEnv(gym.Env):
     def close(self) -> None:
         self._drop_session()
         super().close()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "OpenEnvEnv":
+        """An independent copy: the same episode so far, on a session of its own (opened at its
+        next call: its first step replays the episode's reset and actions there, as after a lost
+        connection). The session itself (a socket, an event loop) is not copied."""
+        import copy
+
+        twin = type(self).__new__(type(self))
+        memo[id(self)] = twin
+        for key, value in self.__dict__.items():
+            setattr(twin, key, None if key == "_client" else copy.deepcopy(value, memo))
+        return twin
 
 
 def register() -> None:

@@ -82,6 +82,19 @@ def _call_text(rng: random.Random) -> str:
     return f"<tool_call>{body}</tool_call>" if rng.random() < 0.8 else f"<tool_call>{body}"
 
 
+def json_like_values():
+    """A Hypothesis strategy for any JSON-like value a hostile peer writes: None, booleans, integers
+    past 64 bits, NaN and infinities, text with lone surrogates, and lists / dicts of them (dict keys
+    any text). (Hypothesis is a test dependency: imported here, when asked for.)"""
+    from hypothesis import strategies as st
+
+    return st.recursive(
+        st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40) | st.floats(allow_nan=True)
+        | st.text(alphabet=st.characters(codec=None), max_size=20),
+        lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+        max_leaves=10)
+
+
 def protocol_messages():
     """A Hypothesis strategy for what a hostile client sends a served env: any JSON-like value (dicts
     with keys of any text, lone surrogates, numbers past 64 bits, NaN), an object of a known message
@@ -89,11 +102,7 @@ def protocol_messages():
     is a test dependency: imported here, when asked for.)"""
     from hypothesis import strategies as st
 
-    json_like = st.recursive(
-        st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40) | st.floats(allow_nan=True)
-        | st.text(alphabet=st.characters(codec=None), max_size=20),
-        lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
-        max_leaves=10)
+    json_like = json_like_values()
 
     def hostile_step(seed: int) -> dict[str, Any]:
         action = hostile_action(random.Random(seed), max_chars=20_000)
