@@ -46,7 +46,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from rubricgym.app.bench import short_commit  # noqa: E402
 from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
 
 RESULTS = results_dir(__file__)
@@ -185,15 +186,6 @@ def bench_settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
-def bench_config(settings: dict[str, Any], rows: list[dict[str, Any]], name: str, command: str = ""):
-    from rubricgym.app.bench import BenchConfig, BenchRow
-
-    known = {f.name for f in fields(BenchConfig)}
-    return BenchConfig(**{k: tuple(v) if k in ("envs", "seeds") else v for k, v in settings.items() if k in known},
-                       rows=tuple(BenchRow(r["name"], r["env"], r.get("knobs") or {}, r.get("adapter")) for r in rows),
-                       results_name=name, command=command)
-
-
 def row_json(row) -> dict[str, Any]:
     return {"name": row.name, "env": row.env_id, "knobs": row.knobs, "adapter": row.adapter}
 
@@ -215,12 +207,12 @@ def measure(claim_name: str, args: argparse.Namespace, command: str) -> dict[str
         rows = [{"name": r["scheme"], "env": r["env"], "knobs": r["knobs"], "adapter": r.get("adapter")} for r in stored["rows"]]
         settings = {k: v for k, v in stored["config"].items() if k not in ("rows", "reuse", "results_name", "command")}
         return {"settings": settings, "rows": rows, "bench": stored["rows"]}
-    from rubricgym.app.bench import run_bench
+    from rubricgym.app.bench import bench_config_from_json, run_bench
 
     names = list(dict.fromkeys(["rlvr", CONTROL, claim.comparator, claim.treatment]))
     rows = [row_json(bench_row(name, args)) for name in names]
     settings = bench_settings(args)
-    done = run_bench(bench_config(settings, rows, stem, command))
+    done = run_bench(bench_config_from_json(settings, rows, stem, command))
     return {"settings": settings, "rows": rows, "bench": done}
 
 
@@ -252,11 +244,6 @@ def claim_result(claim_name: str, measured: dict[str, Any]) -> dict[str, Any]:
             "control_difference": control[CONTROL].as_dict()["difference"], "commit": commit,
             "reused_rows": [r["scheme"] for r in measured["bench"] if r.get("reused")],
             "settings": measured["settings"], "rows": measured["rows"]}
-
-
-def short_commit(commit: str) -> str:
-    """``71c7d66fc4cc`` or ``71c7d66fc4cc+dirty`` (uncommitted changes: the full hash is in claims.json)."""
-    return commit[:12] + ("+dirty" if "+dirty" in commit else "")
 
 
 def result_line(result: dict[str, Any]) -> str:
@@ -309,9 +296,7 @@ def write_results(results: dict[str, dict[str, Any]]) -> None:
 
 def recompute_cell(spec: str) -> int:
     """Recompute one stored cell (``claim:row:seed``) and compare it with what is stored."""
-    import numpy as np
-
-    from rubricgym.app.bench import run_cell
+    from rubricgym.app.bench import recompute_cell_line
 
     try:
         claim_name, row_name, seed_text = spec.rsplit(":", 2)
@@ -329,12 +314,8 @@ def recompute_cell(spec: str) -> int:
         raise SystemExit(f"claim {claim_name} was measured with seeds {settings['seeds']}, not {seed}")
     bench = json.loads((RESULTS / f"claims_{claim_name}.json").read_text())
     kept = next(r for r in bench["rows"] if r["scheme"] == row_name)["solved"][settings["seeds"].index(seed)]
-    config = bench_config({**settings, "workers": 1}, [rows[row_name]], f"claims_{claim_name}")
-    started = time.perf_counter()
-    solved = run_cell(settings["envs"][0], config.rows[0], seed, config)["solved"]
-    identical = int(list(solved) == list(kept))
-    print(f"RESULT cell={spec} stored={np.mean(kept):.3f} recomputed={np.mean(solved):.3f} identical={identical} "
-          f"stored_commit={short_commit(stored['commit'])} minutes={(time.perf_counter() - started) / 60:.1f}")
+    print(recompute_cell_line(spec, settings["envs"][0], rows[row_name], seed, settings, kept, f"claims_{claim_name}",
+                              stored["commit"]))
     return 0
 
 

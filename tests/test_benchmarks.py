@@ -6,6 +6,7 @@ instead of the next reader. ``benchmarks/gpu_check.sh`` needs a GPU and is run b
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -61,3 +62,24 @@ def test_claims_report_only_and_one_cell_recomputed(tmp_path, shared_data):
     assert "identical=1" in cell.stdout, cell.stdout[-2000:]
     wrong = run(["benchmarks/claims.py", "--smoke", "--cell", "order_correction_kept:order_0.7:9"], timeout=300, tmp_path=tmp_path)
     assert wrong.returncode != 0 and "seeds [0, 1], not 9" in wrong.stderr
+
+
+@pytest.mark.slow
+def test_flat_rewards_smoke_report_only_and_one_cell_recomputed(tmp_path, shared_data):
+    """flat_rewards.py end to end on the tiny model (the warm start, the family's judge trained by
+    train-judge --env, five rows, two seeds): one RESULT line per family; --report-only reprints it;
+    one named cell recomputes to the same held-out results; a cell not measured is refused."""
+    measured = run(["benchmarks/flat_rewards.py", "--smoke"], timeout=1200, tmp_path=tmp_path)
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    lines = [line for line in measured.stdout.splitlines() if line.startswith("RESULT env=ToolUse-v0 ")]
+    assert lines and all(f" {row}=" in lines[-1] for row in ("rlvr", "partial", "ruler_trained", "ruler_oracle", "random"))
+    assert "seeds=2" in lines[-1] and "zero_variance_rlvr=" in lines[-1] and "judge_pairwise=" in lines[-1]
+    stored = json.loads((tmp_path / "flat_rewards.json").read_text())["ToolUse-v0"]
+    assert stored["judge"]["profile"]["read_groups"] > 0 and stored["warm_start"]["rows"] > 0
+    assert set(stored["table"]) == {"rlvr", "partial", "ruler_trained", "ruler_oracle", "random"}
+    reported = run(["benchmarks/flat_rewards.py", "--smoke", "--report-only"], timeout=300, tmp_path=tmp_path)
+    assert reported.returncode == 0 and reported.stdout.splitlines() == [lines[-1]]
+    cell = run(["benchmarks/flat_rewards.py", "--smoke", "--cell", "ToolUse-v0:partial:1"], timeout=900, tmp_path=tmp_path)
+    assert cell.returncode == 0 and "identical=1" in cell.stdout, cell.stdout[-2000:] + cell.stderr[-2000:]
+    wrong = run(["benchmarks/flat_rewards.py", "--smoke", "--cell", "ToolUse-v0:partial:9"], timeout=300, tmp_path=tmp_path)
+    assert wrong.returncode != 0 and "seeds [0, 1]" in wrong.stderr

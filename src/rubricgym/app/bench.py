@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -217,8 +217,14 @@ def _scheme_judge(backend, config: BenchConfig) -> LLM:
 
 def _held_out(policy, env_id: str, config: BenchConfig) -> list[bool]:
     """Solved or not, per held-out task (the same tasks every time)."""
+    return _held_out_run(policy, env_id, config)["solved"]
+
+
+def _held_out_run(policy, env_id: str, config: BenchConfig) -> dict[str, Any]:
+    """The held-out evaluation: ``solved`` per task, the mean reward and, where the env offers
+    tools, the tool-call and valid-call rates and calls per episode."""
     base, kwargs = held_out(env_id, config.env_kwargs)
-    return evaluate(policy, kwargs, tasks=config.eval_tasks, env_id=base, per_task=True)["solved"]
+    return evaluate(policy, kwargs, tasks=config.eval_tasks, env_id=base, per_task=True)
 
 
 def _selected(config: BenchConfig, env_id: str) -> list[BenchRow]:
@@ -347,9 +353,9 @@ def run_cell(env_id: str, row: BenchRow | None, seed: int, config: BenchConfig, 
         config = replace(config, judge_explanation_chars=_explanation_chars(config, backend.name))
         history, policy, usage, _, spent = _train_scheme(env_id, row, seed, config, backend, False, measure_before=False)
         started = time.perf_counter()
-        solved = _held_out(policy, env_id, config)
-        return {"history": history, "usage": usage, "solved": [int(x) for x in solved],
-                "minutes": spent + (time.perf_counter() - started) / 60}
+        evaluation = _held_out_run(policy, env_id, config)
+        return {"history": history, "usage": usage, "solved": [int(x) for x in evaluation.pop("solved")],
+                "held_out": evaluation, "minutes": spent + (time.perf_counter() - started) / 60}
     finally:
         torch.set_num_threads(previous)
 
@@ -464,6 +470,12 @@ def _run_bench(config: BenchConfig, saved: dict, rows: list[dict[str, Any]], cur
             flat = [h for history in histories for h in history]
             rubric_valid = [h["rubric_valid_fraction"] for h in flat if "rubric_valid_fraction" in h]
             informative = [h["rubric_informative_valid_fraction"] for h in flat if "rubric_informative_valid_fraction" in h]
+            evaluations = [cell.get("held_out") or {} for cell in done]
+            # the held-out tool use (where the env offers tools), averaged over seeds
+            tool_use = {f"held_out_{key}": float(np.mean([e[key] for e in evaluations]))
+                        for key in ("tool_call_rate", "valid_call_rate", "tool_calls_per_episode")
+                        if all(key in e for e in evaluations)}
+            zero_variance = [h["zero_variance_fraction"] for h in flat if "zero_variance_fraction" in h]
             row = {"suite": env_id, "scheme": name, "env": bench_row.env_id, "knobs": bench_row.knobs, "adapter": bench_row.adapter,
                    "seeds": list(config.seeds), **{f"budget_{k}": v for k, v in config.budget(env_id).items()},
                    "held_out_before": float(np.mean(before)), "held_out_after": float(np.mean(solved[name])),
@@ -475,6 +487,9 @@ def _run_bench(config: BenchConfig, saved: dict, rows: list[dict[str, Any]], cur
                    "rubric_valid_fraction": float(np.mean(rubric_valid)) if rubric_valid else None,
                    # of the groups with right and wrong answers, where validity is decidable
                    "rubric_informative_valid_fraction": float(np.mean(informative)) if informative else None,
+                   # the share of groups whose members all got one reward (nothing to learn from), over every step
+                   "zero_variance_fraction": float(np.mean(zero_variance)) if zero_variance else None,
+                   **tool_use,
                    **{key: sum(u[key] for u in usages) for key in usages[0]},
                    "minutes": minutes, "provenance": row_provenance(env_id, bench_row, config)}
             env_rows.append(row)
@@ -496,3 +511,30 @@ def _run_bench(config: BenchConfig, saved: dict, rows: list[dict[str, Any]], cur
         rows += env_rows
         write_results(rows, curves, config)
     return rows
+
+
+def bench_config_from_json(settings: dict[str, Any], rows: list[dict[str, Any]], results_name: str,
+                           command: str = "") -> BenchConfig:
+    """A :class:`BenchConfig` from its stored JSON form (``settings``: BenchConfig fields; ``rows``:
+    ``{"name", "env", "knobs", "adapter"}``): how a benchmark that stores its settings recomputes one cell exactly."""
+    known = {f.name for f in fields(BenchConfig)}
+    return BenchConfig(**{k: tuple(v) if k in ("envs", "seeds") else v for k, v in settings.items() if k in known},
+                       rows=tuple(BenchRow(r["name"], r["env"], r.get("knobs") or {}, r.get("adapter")) for r in rows),
+                       results_name=results_name, command=command)
+
+
+def short_commit(commit: str) -> str:
+    """``71c7d66fc4cc`` or ``71c7d66fc4cc+dirty`` (uncommitted changes: the full hash is in the stored JSON)."""
+    return commit[:12] + ("+dirty" if "+dirty" in commit else "")
+
+
+def recompute_cell_line(spec: str, env_id: str, row: dict[str, Any], seed: int, settings: dict[str, Any],
+                        kept: list[int], results_name: str, commit: str) -> str:
+    """Recompute one stored cell (``row`` trained with ``seed`` under the stored ``settings``) and
+    compare its held-out results with ``kept``: the ``RESULT cell=...`` line benchmarks print."""
+    config = bench_config_from_json({**settings, "workers": 1}, [row], results_name)
+    started = time.perf_counter()
+    solved = run_cell(env_id, config.rows[0], seed, config)["solved"]
+    return (f"RESULT cell={spec} stored={np.mean(kept):.3f} recomputed={np.mean(solved):.3f} "
+            f"identical={int(list(solved) == list(kept))} stored_commit={short_commit(commit)} "
+            f"minutes={(time.perf_counter() - started) / 60:.1f}")
