@@ -95,7 +95,7 @@ def _named(error: Exception, names: list[str]) -> bool:
 
 
 def _action(env: gym.Env) -> Any:
-    """A plausible reply: the family's first scripted reply where it has one, else a short text."""
+    """A plausible reply for any family (a boxed number and words): what an accepted env must step."""
     return "\\boxed{1} alpha, beta"
 
 
