@@ -99,6 +99,25 @@ def _action(env: gym.Env) -> Any:
     return "\\boxed{1} alpha, beta"
 
 
+def _built(make: Any, names: list[str], label: str) -> tuple[Any, list[str]]:
+    """``make()``, or None with the problem when it raised anything but a ValueError / TypeError
+    naming one of ``names`` (a refusal that names it is no problem)."""
+    try:
+        return make(), []
+    except (ValueError, TypeError) as error:
+        return None, [] if _named(error, names) else [f"{label}: refused without naming {'/'.join(names)}: {error!s:.200}"]
+    except Exception as error:
+        return None, [f"{label}: construction raised {type(error).__name__}: {error!s:.200}"]
+
+
+def _closed(env: Any, label: str, problems: list[str]) -> None:
+    """``env.close()``, a raise recorded as a problem."""
+    try:
+        env.close()
+    except Exception as error:
+        problems.append(f"{label}: close raised {type(error).__name__}: {error!s:.200}")
+
+
 def _play(env: gym.Env, label: str, problems: list[str], seed: int = 0, options: Any = None, steps: int = 2) -> None:
     observation, info = env.reset(seed=seed, options=options)
     if not env.observation_space.contains(observation):
@@ -117,21 +136,15 @@ def probe_knobs(env_id: str, knobs: dict[str, Any], url: str | None = None) -> l
     """``gym.make(env_id, **knobs)``: refused with a ValueError / TypeError naming one of the knobs,
     or an env that resets, steps (finite rewards, observations in the space) and closes."""
     label = f"{env_id} {', '.join(f'{k}={v!r:.40}' for k, v in knobs.items())}"
-    try:
-        env = gym.make(env_id, disable_env_checker=True, **{**base_kwargs(env_id, url), **knobs})
-    except (ValueError, TypeError) as error:
-        return [] if _named(error, list(knobs)) else [f"{label}: refused without naming the knob: {error!s:.200}"]
-    except Exception as error:
-        return [f"{label}: construction raised {type(error).__name__}: {error!s:.200}"]
-    problems: list[str] = []
+    env, problems = _built(lambda: gym.make(env_id, disable_env_checker=True, **{**base_kwargs(env_id, url), **knobs}),
+                           list(knobs), label)
+    if env is None:
+        return problems
     try:
         _play(env, label, problems)
     except Exception as error:  # accepted at construction, so it must work
         problems.append(f"{label}: accepted, then raised {type(error).__name__}: {error!s:.200}")
-    try:
-        env.close()
-    except Exception as error:
-        problems.append(f"{label}: close raised {type(error).__name__}: {error!s:.200}")
+    _closed(env, label, problems)
     return problems
 
 
@@ -204,10 +217,7 @@ def probe_lifecycle(env_id: str, ops: list[str], seed: int = 0, url: str | None 
     finally:
         for each in (twin, env):
             if each is not None:
-                try:
-                    each.close()
-                except Exception as error:
-                    problems.append(f"{label}: the last close raised {type(error).__name__}: {error!s:.200}")
+                _closed(each, label, problems)
     return problems
 
 
@@ -218,13 +228,9 @@ def probe_group(env_id: str, arguments: dict[str, Any], seed: Any, options: Any,
     import numpy as np
 
     label = f"{env_id} make_vec {arguments!r:.60} seed={seed!r:.30} options={options!r:.40}"
-    try:
-        envs = gym.make_vec(env_id, **{**base_kwargs(env_id), **arguments})
-    except (ValueError, TypeError) as error:
-        return [] if _named(error, list(arguments)) else [f"{label}: refused without naming the argument: {error!s:.200}"]
-    except Exception as error:
-        return [f"{label}: construction raised {type(error).__name__}: {error!s:.200}"]
-    problems: list[str] = []
+    envs, problems = _built(lambda: gym.make_vec(env_id, **{**base_kwargs(env_id), **arguments}), list(arguments), label)
+    if envs is None:
+        return problems
     rng = random.Random(actions_seed)
     try:
         try:
@@ -243,10 +249,7 @@ def probe_group(env_id: str, arguments: dict[str, Any], seed: Any, options: Any,
     except Exception as error:
         problems.append(f"{label}: raised {type(error).__name__}: {error!s:.200}")
     finally:
-        try:
-            envs.close()
-        except Exception as error:
-            problems.append(f"{label}: close raised {type(error).__name__}: {error!s:.200}")
+        _closed(envs, label, problems)
     return problems
 
 
