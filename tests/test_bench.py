@@ -174,3 +174,26 @@ def test_two_ray_workers_give_the_sequential_results_and_a_stopped_run_resumes(t
     monkeypatch.setattr(bench, "run_cell", lambda env_id, row, seed, *a, **k: computed.append((row and row.name, seed)) or real(env_id, row, seed, *a, **k))
     again = run_bench(BenchConfig(**grid, output_dir=str(tmp_path / "one")), progress=False)
     assert computed == [("random", 1)] and [r["solved"] for r in again] == [r["solved"] for r in sequential]
+
+
+def test_the_learning_rate_knob_reaches_grpo_and_changes_the_cell_only_when_set(tiny_model_path, monkeypatch):
+    """``learning_rate`` 0 keeps GRPO's default and the provenance of cells kept before the knob;
+    a rate set is what GRPO's optimiser gets, and a cell with it is another cell."""
+    from rubricgym.agents.train import Trainer
+    from rubricgym.app import bench
+    from rubricgym.app.bench import BenchConfig, BenchRow, row_provenance
+
+    row = BenchRow("rlvr", "Math-v0", {}, None)
+    config = BenchConfig(envs=("Math-v0",), steps=1, group_size=2, groups_per_step=1, eval_tasks=2, max_new_tokens=4,
+                         model=tiny_model_path, judge="oracle:1.0")
+    plain = row_provenance("Math-v0", row, config)
+    assert row_provenance("Math-v0", row, BenchConfig(**{**config.__dict__, "learning_rate": 0.0}))["config_hash"] == plain["config_hash"]
+    slow = BenchConfig(**{**config.__dict__, "learning_rate": 5e-5})
+    assert row_provenance("Math-v0", row, slow)["config_hash"] != plain["config_hash"]
+    seen = []
+    real_init = Trainer.__init__
+    monkeypatch.setattr(Trainer, "__init__", lambda self, c: seen.append(c.grpo.learning_rate) or real_init(self, c))
+    oracle = bench.make_llm("oracle:1.0").backend
+    bench._train_scheme("Math-v0", row, 0, slow, oracle, progress=False, measure_before=False)
+    bench._train_scheme("Math-v0", row, 0, config, oracle, progress=False, measure_before=False)
+    assert seen == [5e-5, 2e-4]

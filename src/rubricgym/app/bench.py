@@ -63,6 +63,8 @@ class BenchConfig:
     """Training seeds, the same for every scheme (paired); more seeds widen the intervals honestly."""
     eval_tasks: int = 48
     """Held-out tasks per family (greedy; the same tasks for every scheme and seed)."""
+    learning_rate: float = 0.0
+    """GRPO's learning rate (0: its default, 2e-4); hashed into a cell's provenance only when set."""
     group_size: int = 0
     """Rollouts per task (0: each family's training default: math 8, RAG 4)."""
     groups_per_step: int = 0
@@ -223,6 +225,8 @@ def _train_scheme(env_id: str, row: BenchRow, seed: int, config: BenchConfig, ba
                                output_dir=f"/tmp/rubricgym-bench/{env_id}-{row.name}-{seed}",
                                policy=PolicyConfig(model=config.model, max_new_tokens=budget["max_new_tokens"],
                                                    cpu_threads="fixed", adapter=row.adapter))
+    if config.learning_rate:
+        train_config.grpo.learning_rate = config.learning_rate
     trainer = Trainer(train_config)
     before = _held_out(trainer.policy, env_id, config) if measure_before else None  # LoRA starts at zero
     started = time.perf_counter()
@@ -281,7 +285,8 @@ def row_provenance(env_id: str, row: BenchRow, config: BenchConfig, seeds: tuple
     return provenance({"suite": env_id, "row": row.name, "env": row.env_id, "knobs": row.knobs, "adapter": row.adapter,
                        "model": config.model, "budget": config.budget(env_id), "steps": config.steps,
                        "seeds": list(config.seeds if seeds is None else seeds), "eval_tasks": config.eval_tasks, "env_kwargs": config.env_kwargs,
-                       "cell_threads": config.cell_threads, **judged})
+                       "cell_threads": config.cell_threads, **judged,
+                       **({"learning_rate": config.learning_rate} if config.learning_rate else {})})
 
 
 def _before_cell(env_id: str, config: BenchConfig) -> list[bool]:
