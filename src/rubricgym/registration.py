@@ -107,6 +107,8 @@ def register_family(name: str, env: type | str, summary: str | None = None, defa
         >>> register_family("Demo", "rubricgym.envs.math:MathEnv", "a demo", ruler={"combine": "replace"})
         >>> ENVS["DemoRuler-v0"].base, ENVS["DemoRuler-v0"].scheme, ENVS["DemoRuler-v0"].kwargs["combine"]
         ('Demo-v0', 'ruler', 'replace')
+        >>> for env_id in [i for i in ENVS if i.startswith("Demo")]:  # the example's family leaves no trace
+        ...     _ = ENVS.pop(env_id), gym.registry.pop(env_id, None)
     """
     base_id = f"{name}-v0"
     # a class given is its own entry point (a class defined in a script or notebook has no import path)
