@@ -55,7 +55,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from rubricgym.app.bench import short_commit  # noqa: E402
-from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
+from rubricgym.app.flags import add_smoke_flag, doc_parser, results_dir  # noqa: E402
 
 RESULTS = results_dir(__file__)
 HERE = Path(__file__).resolve().parent
@@ -87,8 +87,7 @@ CONTROL = "random"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser = doc_parser(__doc__)
     parser.add_argument("--claims", default=",".join(CLAIMS), help="comma-separated claims to measure (default: all)")
     parser.add_argument("--seeds", type=int, default=5, help="training seeds per row (seeds 0..n-1; >= 5 for a headline)")
     parser.add_argument("--steps", type=int, default=8, help="GRPO steps per run")

@@ -53,7 +53,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import numpy as np  # noqa: E402
 
 from rubricgym.app.bench import short_commit  # noqa: E402
-from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
+from rubricgym.app.flags import add_smoke_flag, doc_parser, results_dir  # noqa: E402
 
 RESULTS = results_dir(__file__)
 FAMILIES = {"ToolUse-v0": {}, "RagSupport-v0": {"mode": "agentic"}}
@@ -65,8 +65,7 @@ ToolUse-v0, above rlvr with an interval that excludes 0, zero_variance_fraction 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser = doc_parser(__doc__)
     parser.add_argument("--envs", default=",".join(FAMILIES), help="comma-separated families (default: both)")
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows (rlvr always runs: the reference)")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds per row (seeds 0..n-1; >= 3 for a claim)")

@@ -49,7 +49,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import numpy as np  # noqa: E402
 
 from rubricgym.app.bench import short_commit  # noqa: E402
-from rubricgym.app.flags import add_smoke_flag, results_dir  # noqa: E402
+from rubricgym.app.flags import add_smoke_flag, doc_parser, results_dir  # noqa: E402
 
 RESULTS = results_dir(__file__)
 LEVERS = {"base": ("the quick preset", {}),
@@ -61,8 +61,7 @@ TARGET_MDD = 0.10
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser = doc_parser(__doc__)
     parser.add_argument("--levers", default=",".join(LEVERS), help="comma-separated levers (default: all)")
     parser.add_argument("--seeds", type=int, default=8, help="training seeds per lever (seeds 0..n-1)")
     parser.add_argument("--workers", type=int, default=2, help="cells at once (Ray; $RAY_ADDRESS for a cluster)")
@@ -106,16 +105,9 @@ def sd_interval(values: np.ndarray) -> tuple[float, float, float]:
     return sd, sd * float(np.sqrt((n - 1) / chi2.ppf(0.975, n - 1))), sd * float(np.sqrt((n - 1) / chi2.ppf(0.025, n - 1)))
 
 
-def seeds_for(sd: float, target: float = TARGET_MDD, most: int = 1000) -> int | None:
-    """The fewest paired seeds whose MDD at 80 % power is <= ``target`` at this SD (None: past ``most``)."""
-    from rubricgym.app.stats import minimum_detectable_difference
-
-    return next((n for n in range(2, most + 1) if minimum_detectable_difference(sd, n) <= target), None)
-
-
 def spread(per_seed: dict[str, list[float]]) -> dict[str, Any]:
     """The lever's spread figures from each row's per-seed held-out means (the same seeds in order)."""
-    from rubricgym.app.stats import minimum_detectable_difference, t_interval
+    from rubricgym.app.stats import minimum_detectable_difference, seeds_for_mdd, t_interval
 
     rlvr, control = np.asarray(per_seed["rlvr"]), np.asarray(per_seed["random"])
     paired = rlvr - control
@@ -128,7 +120,8 @@ def spread(per_seed: dict[str, list[float]]) -> dict[str, Any]:
             "sd_unpaired": float(unpaired.std(ddof=1)), "correlation": float(np.corrcoef(rlvr, control)[0, 1])
             if rlvr.std() > 0 and control.std() > 0 else float("nan"),
             "difference": float(paired.mean()), "mdd": minimum_detectable_difference(sd_paired, len(paired)),
-            "seeds_for_mdd": seeds_for(sd_paired), "seeds_for_mdd_unpaired": seeds_for(float(unpaired.std(ddof=1)))}
+            "seeds_for_mdd": seeds_for_mdd(sd_paired, TARGET_MDD),
+            "seeds_for_mdd_unpaired": seeds_for_mdd(float(unpaired.std(ddof=1)), TARGET_MDD)}
 
 
 def measure(lever: str, args: argparse.Namespace, command: str) -> dict[str, Any]:

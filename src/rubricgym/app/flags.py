@@ -215,6 +215,14 @@ def results_dir(script: str) -> Path:
     return Path(script).resolve().parent / "results"
 
 
+def doc_parser(doc: str) -> argparse.ArgumentParser:
+    """A benchmark script's parser from its module docstring: the first paragraph is the
+    description, the rest (usage lines, what it prints) the epilog, shown as written."""
+    paragraphs = doc.split("\n\n")
+    return argparse.ArgumentParser(description=paragraphs[0], epilog="\n\n".join(paragraphs[1:]),
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_smoke_flag(parser: argparse.ArgumentParser, argv: list[str] | None = None, **tiny: Any) -> None:
     """``--smoke``: the benchmark at tiny sizes (seconds), as CI runs every benchmark so that a
     change that breaks one fails CI; explicit flags still win. Its results go to a scratch folder

@@ -184,6 +184,17 @@ def minimum_detectable_difference(sd: float, seeds: int, alpha: float = 0.05, po
     return float((scipy_stats.t.ppf(1 - alpha / 2, df) + scipy_stats.t.ppf(power, df)) * sd / math.sqrt(seeds))
 
 
+def seeds_for_mdd(sd: float, target: float, most: int = 1000) -> int | None:
+    """The fewest paired seeds whose :func:`minimum_detectable_difference` at this ``sd`` is <= ``target``
+    (None: more than ``most``): how many seeds a claim of that size needs, planned before running.
+
+    Examples:
+        >>> seeds_for_mdd(0.1, 0.1), seeds_for_mdd(0.3, 0.1), seeds_for_mdd(0.3, 0.001, most=50)
+        (10, 73, None)
+    """
+    return next((n for n in range(2, most + 1) if minimum_detectable_difference(sd, n) <= target), None)
+
+
 def iqm(values: Sequence[float]) -> float:
     """Interquartile mean (the mean of the middle 50 %), rliable's robust aggregate."""
     from scipy import stats as scipy_stats
