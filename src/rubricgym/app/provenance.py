@@ -1,6 +1,7 @@
 """Where a stored result came from: the code (commit, and a hash of uncommitted changes), a hash
-of the full config, and the versions of the packages that compute it. A benchmark reuses a stored
-cell only when all three match its own, so a number made by older code is never mixed in.
+of the full config, the versions of the packages that compute it, and the machine (its CPU's
+kernel-picking features). A benchmark reuses a stored cell only when the first three and the CPU's
+features match its own, so a number made by older code, or by other kernels, is never mixed in.
 
 Examples:
     >>> config_hash({"steps": 6, "seeds": [0, 1]}) == config_hash({"seeds": [0, 1], "steps": 6})
@@ -56,11 +57,42 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+#: CPU features that pick other BLAS / oneDNN kernels, and so other low bits in a run's numbers
+KERNEL_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
+
+
+@lru_cache(maxsize=1)
+def machine() -> dict[str, Any]:
+    """The CPU a result was computed on: its model, the kernel-picking features it has (``isa``) and
+    its cores. The same code, config and packages give other cells on a CPU with other kernels (a
+    rerun on another machine moved a 64-task cell by one task), so a cell records where it was made."""
+    import os
+    import platform
+
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:  # not Linux: the model name alone
+        pass
+    return {"cpu": model, "isa": [flag for flag in KERNEL_FLAGS if flag in flags], "cores": os.cpu_count()}
+
+
 def provenance(config: Any) -> dict[str, Any]:
-    """``{"commit", "config_hash", "packages"}`` of a result computed now from ``config``."""
-    return {"commit": code_version(), "config_hash": config_hash(config), "packages": package_versions()}
+    """``{"commit", "config_hash", "packages", "machine"}`` of a result computed now from ``config``."""
+    return {"commit": code_version(), "config_hash": config_hash(config), "packages": package_versions(), "machine": machine()}
 
 
 def same_provenance(stored: dict[str, Any] | None, current: dict[str, Any]) -> bool:
-    """Whether a stored cell may stand for one computed now: commit, config hash and packages all equal."""
-    return bool(stored) and all(stored.get(key) == current[key] for key in ("commit", "config_hash", "packages"))
+    """Whether a stored cell may stand for one computed now: commit, config hash and packages all
+    equal, and the CPU's kernel features too where both record them (older cells do not)."""
+    if not stored:
+        return False
+    same_kernels = "machine" not in stored or "machine" not in current or stored["machine"].get("isa") == current["machine"].get("isa")
+    return same_kernels and all(stored.get(key) == current[key] for key in ("commit", "config_hash", "packages"))
