@@ -64,8 +64,9 @@ KERNEL_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "
 @lru_cache(maxsize=1)
 def machine() -> dict[str, Any]:
     """The CPU a result was computed on: its model, the kernel-picking features it has (``isa``) and
-    its cores. The same code, config and packages give other cells on a CPU with other kernels (a
-    rerun on another machine moved a 64-task cell by one task), so a cell records where it was made."""
+    its cores. The same code, config and packages gave another cell on another machine (a 64-task
+    cell moved by one task; that machine's features were not recorded, so that the kernel features
+    are what differed is inferred, not shown), so a cell records where it was made."""
     import os
     import platform
 
